@@ -1,0 +1,140 @@
+"""Policy text to checked IR: parse, lower, resolve includes, check.
+
+>>> policy = parse_policy('''
+... actions READ
+... entity namespace
+... namespace:
+...   get requires READ
+... ''', include_prelude=False)
+>>> policy.operation("namespace.get").requirements[0].options[0].actions
+('READ',)
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from dsl.check import check
+from dsl.errors import PolicyError, PolicyErrors, PrivilogError
+from dsl.format import format_policy, format_text
+from dsl.ir import Policy
+from dsl.lower import lower
+from dsl.parser import parse_tree
+
+__all__ = [
+    "PolicyError",
+    "PolicyErrors",
+    "PrivilogError",
+    "Policy",
+    "format_policy",
+    "format_text",
+    "load_policy",
+    "parse_policy",
+    "parse_unchecked",
+    "resolve_policy_path",
+    "rules_dir",
+    "PRELUDE",
+]
+
+PRELUDE = "prelude/requirements"
+
+
+def rules_dir() -> Path:
+    """The folder of policies shipped with privilog."""
+    import rules
+
+    return Path(rules.__file__).parent
+
+
+def resolve_policy_path(name: str, relative_to: Path | None = None) -> Path:
+    """A policy named by path, or by name in ``rules/`` (``cdap`` is ``rules/cdap.policy``)."""
+    candidates = []
+    path = Path(name)
+    if relative_to is not None and not path.is_absolute():
+        candidates += [relative_to / name, relative_to / f"{name}.policy"]
+    candidates += [path, Path(f"{name}.policy"), rules_dir() / name, rules_dir() / f"{name}.policy"]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    shipped = sorted(p.stem for p in rules_dir().glob("*.policy"))
+    raise PrivilogError(
+        f"no policy `{name}`: not a file, and not one of the shipped policies ({', '.join(shipped)})"
+    )
+
+
+def parse_unchecked(text: str, file: str = "<policy>") -> Policy:
+    """Parse and lower one source, without its includes and without checks."""
+    try:
+        return lower(parse_tree(text, file), file, Path(file).stem)
+    except (PolicyError, PolicyErrors) as error:
+        raise error.with_source(text) from None
+
+
+def _merge(main: Policy, included: list[Policy]) -> Policy:
+    parts = [*included, main]
+    return replace(
+        main,
+        actions=tuple(a for p in parts for a in p.actions),
+        action_sets=tuple(s for p in parts for s in p.action_sets),
+        entity_types=tuple(t for p in parts for t in p.entity_types),
+        relations=tuple(r for p in parts for r in p.relations),
+        operations=tuple(o for p in parts for o in p.operations),
+        rules=tuple(r for p in parts for r in p.rules),
+    )
+
+
+def _with_includes(policy: Policy, base: Path | None, seen: tuple[str, ...], include_prelude: bool) -> Policy:
+    names = list(policy.includes)
+    if include_prelude and PRELUDE not in names:
+        names.insert(0, PRELUDE)
+    included = []
+    for name in names:
+        path = resolve_policy_path(name, base)
+        key = str(path.resolve())
+        if key in seen:
+            raise PolicyError(f"`{name}` includes itself", policy.span)
+        text = path.read_text(encoding="utf-8")
+        child = parse_unchecked(text, str(path))
+        included.append(_with_includes(child, path.parent, (*seen, key), include_prelude=False))
+    return _merge(policy, included)
+
+
+def parse_policy(text: str, file: str = "<policy>", include_prelude: bool = True) -> Policy:
+    """Parse, resolve includes (and the requirement semantics of the prelude) and check."""
+    unchecked = parse_unchecked(text, file)
+    base = Path(file).parent if file != "<policy>" else None
+    merged = _with_includes(unchecked, base, (), include_prelude)
+    try:
+        return check(merged)
+    except (PolicyError, PolicyErrors) as error:
+        raise _with_sources(error) from None
+
+
+def _with_sources(error: PolicyError | PolicyErrors) -> PolicyError | PolicyErrors:
+    """Attach each error's own source line (errors may lie in included files)."""
+
+    def one(e: PolicyError) -> PolicyError:
+        try:
+            return e.with_source(Path(e.span.file).read_text(encoding="utf-8"))
+        except OSError:
+            return e
+
+    if isinstance(error, PolicyErrors):
+        return PolicyErrors([one(e) for e in error.errors])
+    return one(error)
+
+
+def load_policy(name: str) -> Policy:
+    """Load a checked policy by path or by its name in ``rules/``."""
+    path = resolve_policy_path(name)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise PrivilogError(f"{path}: cannot read the policy: {error}") from None
+    unchecked = parse_unchecked(text, str(path))
+    merged = _with_includes(unchecked, path.parent, (str(path.resolve()),), include_prelude=True)
+    try:
+        return check(merged)
+    except (PolicyError, PolicyErrors) as error:
+        raise _with_sources(error) from None

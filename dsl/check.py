@@ -1,0 +1,373 @@
+"""Static checks: an ordered list of named passes over the IR.
+
+Nothing reaches an evaluator until these pass: pyDatalog has no safety or
+stratification check of its own, and a policy error found at query time would
+be found too late. Each pass returns the errors it found; :func:`check` runs
+them all and raises them together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+import networkx as nx
+
+from dsl.errors import PolicyError, PolicyErrors, did_you_mean
+from dsl.ir import Atom, Comparison, Operation, Option, Policy, Requirement, Rule, Scope, Target, Var
+
+BOOL = "bool"
+
+
+def _vocabulary(policy: Policy) -> list[PolicyError]:
+    errors: list[PolicyError] = []
+    seen: dict[str, str] = {}
+
+    def claim(name: str, kind: str, span: object) -> None:
+        if name in seen:
+            errors.append(PolicyError(f"`{name}` is declared twice (as {seen[name]} and as {kind})", span))  # type: ignore[arg-type]
+        else:
+            seen[name] = kind
+
+    for action in policy.actions:
+        claim(action, "an action", policy.span)
+    for action_set in policy.action_sets:
+        claim(action_set.name, "an action set", action_set.span)
+        for action in action_set.actions:
+            if action not in policy.actions:
+                errors.append(
+                    PolicyError(
+                        f"unknown action `{action}` in set `{action_set.name}`",
+                        action_set.span,
+                        did_you_mean(action, policy.actions) or f"actions are {', '.join(policy.actions)}",
+                    )
+                )
+    types = {t.name for t in policy.entity_types}
+    for entity_type in policy.entity_types:
+        claim(entity_type.name, "an entity type", entity_type.span)
+        if entity_type.parent is not None and entity_type.parent not in types:
+            errors.append(
+                PolicyError(
+                    f"unknown entity type `{entity_type.parent}` as the parent of `{entity_type.name}`",
+                    entity_type.span,
+                    did_you_mean(entity_type.parent, types) or "declare it with `entity NAME`",
+                )
+            )
+    graph = nx.DiGraph((t.name, t.parent) for t in policy.entity_types if t.parent)
+    for cycle in nx.simple_cycles(graph):
+        first = policy.entity_type(cycle[0])
+        assert first is not None
+        errors.append(
+            PolicyError(
+                "entity types contain each other: " + " in ".join([*cycle, cycle[0]]),
+                first.span,
+                "the entity hierarchy must be a tree",
+            )
+        )
+        break
+    return errors
+
+
+def ancestor_types(policy: Policy, type_name: str) -> list[str]:
+    """The types that enclose ``type_name``, nearest first."""
+    chain: list[str] = []
+    current = policy.entity_type(type_name)
+    while current is not None and current.parent is not None and current.parent not in chain:
+        chain.append(current.parent)
+        current = policy.entity_type(current.parent)
+    return chain
+
+
+def descendant_types(policy: Policy, type_name: str) -> list[str]:
+    """The types that ``type_name`` encloses, at any depth."""
+    return [t.name for t in policy.entity_types if type_name in ancestor_types(policy, t.name)]
+
+
+def _expand_actions(policy: Policy, option: Option, errors: list[PolicyError]) -> tuple[str, ...]:
+    expanded: list[str] = []
+    for name in option.written:
+        if name in policy.actions:
+            expanded.append(name)
+            continue
+        action_set = policy.action_set(name)
+        if action_set is not None:
+            expanded.extend(action_set.actions)
+            continue
+        known = [*policy.actions, *(s.name for s in policy.action_sets)]
+        errors.append(
+            PolicyError(
+                f"unknown action `{name}`",
+                option.span,
+                did_you_mean(name, known) or f"actions are {', '.join(known)}",
+            )
+        )
+    return tuple(dict.fromkeys(expanded))
+
+
+def _check_target(policy: Policy, op: Operation, target: Target, errors: list[PolicyError]) -> None:
+    params = {p.name: p for p in op.params}
+    match target.scope:
+        case Scope.PARENT:
+            if not ancestor_types(policy, op.entity_type):
+                errors.append(
+                    PolicyError(f"`{op.entity_type}` has no parent", target.span, "declare it with `entity X in PARENT`")
+                )
+        case Scope.ANCESTOR:
+            ancestors = ancestor_types(policy, op.entity_type)
+            if target.param not in ancestors:
+                if policy.entity_type(target.param) is None:
+                    names = [t.name for t in policy.entity_types] + ["self", "parent"]
+                    hint = did_you_mean(target.param, names) or "a target is self, parent, a type that encloses this one, $arg, every ..., or self or descendant"
+                    errors.append(PolicyError(f"unknown target `{target.param}`", target.span, hint))
+                else:
+                    errors.append(
+                        PolicyError(
+                            f"`{target.param}` does not enclose `{op.entity_type}`",
+                            target.span,
+                            f"the enclosing types are: {', '.join(ancestors) or 'none'}",
+                        )
+                    )
+        case Scope.EVERY:
+            if target.param != "*" and target.param not in descendant_types(policy, op.entity_type):
+                inside = descendant_types(policy, op.entity_type)
+                errors.append(
+                    PolicyError(
+                        f"`{target.param}` is not a type inside `{op.entity_type}`",
+                        target.span,
+                        did_you_mean(target.param, inside) or f"types inside are: {', '.join(inside) or 'none'}",
+                    )
+                )
+        case Scope.ARGUMENT:
+            param = params.get(target.param)
+            if param is None:
+                errors.append(
+                    PolicyError(
+                        f"unknown request argument `${target.param}` of `{op.qualified}`",
+                        target.span,
+                        did_you_mean(target.param, params) and f"did you mean `${did_you_mean(target.param, params)[14:-2]}`?"
+                        or f"declare it: `{op.name}(${target.param}: TYPE) requires ...`",
+                    )
+                )
+            elif param.type == BOOL:
+                errors.append(
+                    PolicyError(
+                        f"`${target.param}` is a bool, not an entity",
+                        target.span,
+                        f"use it as a condition: `... if ${target.param}`",
+                    )
+                )
+        case Scope.SELF | Scope.SELF_OR_DESCENDANT:
+            pass
+
+
+def _check_requirement(policy: Policy, op: Operation, req: Requirement, errors: list[PolicyError]) -> Requirement:
+    options = []
+    for option in req.options:
+        actions = _expand_actions(policy, option, errors)
+        for target in option.targets:
+            _check_target(policy, op, target, errors)
+        options.append(replace(option, actions=actions))
+    if req.condition is not None and req.condition.argument not in {p.name for p in op.params}:
+        names = [p.name for p in op.params]
+        hint = did_you_mean(req.condition.argument, names)
+        errors.append(
+            PolicyError(
+                f"unknown request argument `${req.condition.argument}` of `{op.qualified}`",
+                req.condition.span,
+                hint.replace("`", "`$", 1) if hint else f"declare it: `{op.name}(${req.condition.argument}: bool) ...`",
+            )
+        )
+    return replace(req, options=tuple(options))
+
+
+def _operations(policy: Policy, errors: list[PolicyError]) -> Policy:
+    types = {t.name for t in policy.entity_types}
+    seen: dict[str, Operation] = {}
+    checked: list[Operation] = []
+    for op in policy.operations:
+        if op.entity_type not in types:
+            errors.append(
+                PolicyError(
+                    f"unknown entity type `{op.entity_type}` for operation `{op.name}`",
+                    op.span,
+                    did_you_mean(op.entity_type, types) or "declare it with `entity NAME`",
+                )
+            )
+            continue
+        if op.qualified in seen:
+            errors.append(
+                PolicyError(
+                    f"operation `{op.qualified}` is defined twice",
+                    op.span,
+                    f"the first is at {seen[op.qualified].span}; merge their requirements with `,`",
+                )
+            )
+            continue
+        seen[op.qualified] = op
+        for param in op.params:
+            if param.type != BOOL and param.type not in types:
+                errors.append(
+                    PolicyError(
+                        f"unknown type `{param.type}` for argument `${param.name}`",
+                        param.span,
+                        did_you_mean(param.type, [*types, BOOL]) or "an argument is an entity type or `bool`",
+                    )
+                )
+        reqs = tuple(_check_requirement(policy, op, r, errors) for r in op.requirements)
+        checked.append(replace(op, requirements=reqs))
+    return replace(policy, operations=tuple(checked))
+
+
+def _arities(policy: Policy, errors: list[PolicyError]) -> dict[str, int]:
+    arity: dict[str, int] = {}
+    for relation in policy.relations:
+        arity.setdefault(relation.name, relation.arity)
+    for rule in policy.rules:
+        arity.setdefault(rule.head.predicate, len(rule.head.terms))
+    for rule in policy.rules:
+        for atom in [rule.head, *(b for b in rule.body if isinstance(b, Atom))]:
+            if atom.predicate in arity and len(atom.terms) != arity[atom.predicate]:
+                errors.append(
+                    PolicyError(
+                        f"`{atom.predicate}` takes {arity[atom.predicate]} arguments, not {len(atom.terms)}",
+                        atom.span,
+                    )
+                )
+    return arity
+
+
+def _relations(policy: Policy, errors: list[PolicyError]) -> None:
+    arity = _arities(policy, errors)
+    base = {r.name for r in policy.relations}
+    for rule in policy.rules:
+        if rule.head.predicate in base and rule.body:
+            errors.append(
+                PolicyError(
+                    f"`{rule.head.predicate}` is a base relation: its facts come from the world",
+                    rule.head.span,
+                    "derive a new relation instead",
+                )
+            )
+        for literal in rule.body:
+            if isinstance(literal, Atom) and literal.predicate not in arity:
+                errors.append(
+                    PolicyError(
+                        f"unknown relation `{literal.predicate}`",
+                        literal.span,
+                        did_you_mean(literal.predicate, arity) or "declare it with `relation NAME(COLUMNS)` or define it with a rule",
+                    )
+                )
+
+
+def _safety(policy: Policy, errors: list[PolicyError]) -> None:
+    for rule in policy.rules:
+        bound = {v for b in rule.body if isinstance(b, Atom) and not b.negated for v in b.variables}
+        for var in rule.head.terms:
+            if isinstance(var, Var) and var.name == "_":
+                errors.append(PolicyError("`_` cannot stand in a rule's head", var.span, "name the variable"))
+            elif isinstance(var, Var) and var.name not in bound:
+                errors.append(
+                    PolicyError(
+                        f"unsafe variable `{var.name}`: it is in the head but in no positive literal of the body",
+                        var.span,
+                        f"bind `{var.name}` with a relation in the body",
+                    )
+                )
+        for literal in rule.body:
+            needs: Iterable[str] = ()
+            if isinstance(literal, Atom) and literal.negated:
+                needs = literal.variables
+            elif isinstance(literal, Comparison):
+                needs = literal.variables
+            for name in needs:
+                if name not in bound:
+                    kind = "a negation" if isinstance(literal, Atom) else "a comparison"
+                    errors.append(
+                        PolicyError(
+                            f"unsafe variable `{name}`: it appears in {kind} but in no positive literal",
+                            literal.span,
+                            f"bind `{name}` with a positive literal, or write `_` for 'any'",
+                        )
+                    )
+
+
+def dependency_graph(rules: Iterable[Rule]) -> nx.DiGraph:
+    """Predicate dependencies: an edge from each body predicate to the head, marked when negated."""
+    graph = nx.DiGraph()
+    for rule in rules:
+        graph.add_node(rule.head.predicate)
+        for literal in rule.body:
+            if isinstance(literal, Atom):
+                negative = literal.negated or graph.get_edge_data(literal.predicate, rule.head.predicate, {}).get("negative", False)
+                graph.add_edge(literal.predicate, rule.head.predicate, negative=negative, span=literal.span)
+    return graph
+
+
+def strata(rules: Iterable[Rule]) -> list[list[str]]:
+    """Derived predicates grouped into strata, lowest first.
+
+    A predicate sits above every predicate it negates, so a backend that
+    evaluates strata in order sees each negated relation complete.
+    """
+    rules = list(rules)
+    graph = dependency_graph(rules)
+    heads = {r.head.predicate for r in rules if r.body}
+    condensed = nx.condensation(graph)
+    level: dict[int, int] = {}
+    for component in nx.topological_sort(condensed):
+        members = condensed.nodes[component]["members"]
+        lvl = 0
+        for pred in condensed.predecessors(component):
+            step = any(
+                graph.edges[a, b]["negative"]
+                for a in condensed.nodes[pred]["members"]
+                for b in members
+                if graph.has_edge(a, b)
+            )
+            lvl = max(lvl, level[pred] + (1 if step else 0))
+        level[component] = lvl
+    result: dict[int, list[str]] = {}
+    for component, lvl in level.items():
+        members = sorted(m for m in condensed.nodes[component]["members"] if m in heads)
+        if members:
+            result.setdefault(lvl, []).extend(members)
+    return [sorted(result[k]) for k in sorted(result)]
+
+
+def _stratification(policy: Policy, errors: list[PolicyError]) -> None:
+    graph = dependency_graph(policy.rules)
+    for component in nx.strongly_connected_components(graph):
+        for a in component:
+            for b in component:
+                if graph.has_edge(a, b) and graph.edges[a, b]["negative"]:
+                    errors.append(
+                        PolicyError(
+                            f"`{b}` depends on its own negation through `{a}`: the rules cannot be stratified",
+                            graph.edges[a, b]["span"],
+                            "a relation may negate only relations that do not depend on it",
+                        )
+                    )
+                    return
+
+
+Pass = Callable[[Policy, list[PolicyError]], "Policy | None"]
+
+PASSES: tuple[tuple[str, Pass], ...] = (
+    ("vocabulary", lambda p, e: e.extend(_vocabulary(p))),  # type: ignore[func-returns-value]
+    ("operations", _operations),
+    ("relations", _relations),
+    ("safety", _safety),
+    ("stratification", _stratification),
+)
+
+
+def check(policy: Policy) -> Policy:
+    """Run every pass; return the checked policy (action sets expanded) or raise all errors."""
+    errors: list[PolicyError] = []
+    for _name, run in PASSES:
+        result = run(policy, errors)
+        if isinstance(result, Policy):
+            policy = result
+    if errors:
+        raise PolicyErrors(errors)
+    return policy

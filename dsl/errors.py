@@ -1,0 +1,77 @@
+"""Errors with a location: what is wrong, where, and how to fix it."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+from dsl.ir import Span
+
+
+class PrivilogError(Exception):
+    """Any error privilog reports to a user: bad input, never a bug.
+
+    The command line prints ``str(error)`` and exits 2.
+    """
+
+
+class PolicyError(PrivilogError):
+    """An error in a policy's text, rendered as ``file:line:col: message``,
+    the offending line with a caret under the span, and a hint.
+    """
+
+    def __init__(self, message: str, span: Span, hint: str = "", source: str | None = None):
+        self.message = message
+        self.span = span
+        self.hint = hint
+        self.source = source
+        super().__init__(self.render())
+
+    def with_source(self, source: str) -> PolicyError:
+        """The same error, able to show the offending line of ``source``."""
+        return PolicyError(self.message, self.span, self.hint, source)
+
+    def headline(self) -> str:
+        """The one-line form: ``file:line:col: error: message``."""
+        return f"{self.span}: error: {self.message}"
+
+    def render(self) -> str:
+        lines = [self.headline()]
+        if self.source is not None and self.span.line > 0:
+            source_lines = self.source.splitlines()
+            if self.span.line <= len(source_lines):
+                text = source_lines[self.span.line - 1]
+                width = 1
+                if self.span.end_line == self.span.line and self.span.end_column > self.span.column:
+                    width = self.span.end_column - self.span.column
+                lines.append(f"    {text}")
+                lines.append("    " + " " * (self.span.column - 1) + "^" * width)
+        if self.hint:
+            lines.append(f"  hint: {self.hint}")
+        return "\n".join(lines)
+
+
+class PolicyErrors(PrivilogError):
+    """Several policy errors found by one pass; shown one after the other."""
+
+    def __init__(self, errors: list[PolicyError]):
+        self.errors = errors
+        super().__init__("\n".join(e.render() for e in errors))
+
+    def with_source(self, source: str) -> PolicyErrors:
+        return PolicyErrors([e.with_source(source) for e in self.errors])
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """A hint naming the closest of ``choices`` to ``word``, or an empty string.
+
+    >>> did_you_mean("ADMN", ["READ", "ADMIN"])
+    'did you mean `ADMIN`?'
+    >>> did_you_mean("zzz", ["READ"])
+    ''
+    """
+    pool = list(choices)
+    close = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)
+    if not close:
+        close = [c for c in pool if c.lower() == word.lower()]
+    return f"did you mean `{close[0]}`?" if close else ""

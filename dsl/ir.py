@@ -1,0 +1,262 @@
+"""The policy IR: frozen values that every backend, the explainer and the proofs consume.
+
+Every node carries a :class:`Span` that says where in the source it came from.
+Spans are excluded from equality, so a policy parsed from its canonical
+formatting equals the policy it was formatted from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+@dataclass(frozen=True, order=True)
+class Span:
+    """A position in a policy source: file, 1-based line and column."""
+
+    file: str = "<policy>"
+    line: int = 0
+    column: int = 0
+    end_line: int = 0
+    end_column: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+NO_SPAN = Span()
+
+
+def _span() -> Span:
+    return field(default=NO_SPAN, compare=False, repr=False, hash=False)  # type: ignore[no-any-return]
+
+
+class Scope(str, Enum):
+    """Which entity an option of a requirement is about, relative to the request."""
+
+    SELF = "self"
+    PARENT = "parent"
+    ANCESTOR = "ancestor"  # the enclosing entity of a named type
+    ARGUMENT = "arg"  # the entity named by a request argument
+    SELF_OR_DESCENDANT = "self_or_descendant"  # at least one of them
+    EVERY = "every"  # every descendant (of a type, or "*" for all)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The entity (or entities) an option is about.
+
+    ``param`` is the ancestor type for ANCESTOR, the argument name (without
+    ``$``) for ARGUMENT, the descendant type or ``*`` for EVERY, and empty
+    otherwise.
+    """
+
+    scope: Scope
+    param: str = ""
+    span: Span = _span()
+
+    def __str__(self) -> str:
+        match self.scope:
+            case Scope.SELF:
+                return "self"
+            case Scope.PARENT:
+                return "parent"
+            case Scope.ANCESTOR:
+                return self.param
+            case Scope.ARGUMENT:
+                return f"${self.param}"
+            case Scope.SELF_OR_DESCENDANT:
+                return "self or descendant"
+            case Scope.EVERY:
+                return "every descendant" if self.param == "*" else f"every {self.param}"
+        raise AssertionError(self.scope)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One way to meet a requirement: any of ``actions`` on any of ``targets``.
+
+    ``written`` keeps the action names as the author wrote them (a set name
+    such as ``any``), for formatting; ``actions`` is the expansion.
+    """
+
+    actions: tuple[str, ...]
+    targets: tuple[Target, ...]
+    written: tuple[str, ...] = field(default=(), compare=False)
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A guard on a requirement: the request argument is given (or, negated, is not)."""
+
+    argument: str
+    present: bool = True
+    span: Span = _span()
+
+    def __str__(self) -> str:
+        return f"${self.argument}" if self.present else f"not ${self.argument}"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A conjunct of an operation: met when any of its options is met.
+
+    When ``condition`` is set the requirement applies only to requests for
+    which the condition holds.
+    """
+
+    options: tuple[Option, ...]
+    condition: Condition | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Param:
+    """A request argument an operation accepts: an entity of ``type`` or a ``bool``."""
+
+    name: str
+    type: str
+    span: Span = _span()
+
+
+class Verb(str, Enum):
+    REQUIRES = "requires"
+    SHOWS = "shows"  # a listing: the requirement says which candidates are shown
+
+
+@dataclass(frozen=True)
+class Operation:
+    """An operation on an entity type and everything it requires."""
+
+    entity_type: str
+    name: str
+    verb: Verb
+    requirements: tuple[Requirement, ...]
+    params: tuple[Param, ...] = ()
+    span: Span = _span()
+
+    @property
+    def qualified(self) -> str:
+        """The operation's name as requests spell it, e.g. ``namespace.create``."""
+        return f"{self.entity_type}.{self.name}"
+
+
+@dataclass(frozen=True)
+class EntityType:
+    name: str
+    parent: str | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ActionSet:
+    name: str
+    actions: tuple[str, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A base relation whose facts come from the world (or the policy's tables)."""
+
+    name: str
+    columns: tuple[str, ...]
+    span: Span = _span()
+
+    @property
+    def arity(self) -> int:
+        return len(self.columns)
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+    span: Span = _span()
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Const:
+    value: str
+    span: Span = _span()
+
+    def __str__(self) -> str:
+        return self.value
+
+
+Term = Var | Const
+
+
+@dataclass(frozen=True)
+class Atom:
+    predicate: str
+    terms: tuple[Term, ...]
+    negated: bool = False
+    span: Span = _span()
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.terms if isinstance(t, Var) and t.name != "_")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    left: Term
+    operator: str
+    right: Term
+    span: Span = _span()
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        return tuple(t.name for t in (self.left, self.right) if isinstance(t, Var))
+
+
+Literal = Atom | Comparison
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``head :- body.``; a fact is a rule with an empty body."""
+
+    head: Atom
+    body: tuple[Literal, ...] = ()
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A whole policy: its vocabulary, its tables and its Datalog rules."""
+
+    name: str
+    title: str
+    actions: tuple[str, ...]
+    action_sets: tuple[ActionSet, ...]
+    entity_types: tuple[EntityType, ...]
+    relations: tuple[Relation, ...]
+    operations: tuple[Operation, ...]
+    rules: tuple[Rule, ...]
+    includes: tuple[str, ...] = ()
+    span: Span = _span()
+
+    def operation(self, qualified: str) -> Operation | None:
+        """The operation named ``type.name``, or None."""
+        for op in self.operations:
+            if op.qualified == qualified:
+                return op
+        return None
+
+    def entity_type(self, name: str) -> EntityType | None:
+        for et in self.entity_types:
+            if et.name == name:
+                return et
+        return None
+
+    def action_set(self, name: str) -> ActionSet | None:
+        for s in self.action_sets:
+            if s.name == name:
+                return s
+        return None

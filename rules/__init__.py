@@ -1,0 +1,1 @@
+"""Policies shipped with privilog: one file per policy version, and the prelude they share."""
