@@ -1,0 +1,384 @@
+"""Answers about one policy over one world: check, visible, explain, fix.
+
+The authorizer turns a request into facts, lets the backend evaluate the
+policy's rules, and reads the derived relations back into a
+:class:`~engine.decision.Decision`. All of the policy's meaning is in the
+rules; this module only validates input, asks, and assembles answers.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+
+from dsl.check import ancestor_types
+from dsl.errors import PrivilogError, did_you_mean
+from dsl.format import format_alternatives
+from dsl.ir import Operation, Policy, Requirement, Scope, Verb
+from engine.backends import Backend, make_backend
+from engine.decision import Change, Decision, GrantChange, MembershipChange, Outcome, Request, Visible, Witness
+from engine.facts import world_facts
+from engine.ids import ENTITY_TYPES, EntityId, IdError, parent_type, parse_principal
+from engine.program import Program, Row, compile_policy
+from engine.world import World
+
+TRUE_WORDS = {"true", "yes", "1", "on"}
+FALSE_WORDS = {"false", "no", "0", "off", ""}
+MAX_FIXES = 8
+
+
+class RequestError(PrivilogError):
+    """A request that names an unknown operation, a wrong entity or a bad argument."""
+
+
+def check_hierarchy(policy: Policy) -> None:
+    """The policy's entity types must agree with CDAP's id scheme, which derives the hierarchy."""
+    for entity_type in policy.entity_types:
+        if entity_type.name not in ENTITY_TYPES:
+            raise PrivilogError(
+                f"{entity_type.span}: entity type `{entity_type.name}` has no id form in privilog "
+                f"(known: {', '.join(ENTITY_TYPES)})"
+            )
+        expected = parent_type(entity_type.name)
+        if entity_type.parent != expected:
+            where = f"in {expected}" if expected else "at the top"
+            raise PrivilogError(
+                f"{entity_type.span}: `{entity_type.name}` ids place it {where}; write `entity {entity_type.name}"
+                + (f" in {expected}`" if expected else "`")
+            )
+
+
+class Authorizer:
+    """One policy evaluated over one world."""
+
+    def __init__(self, policy: Policy, world: World | None = None, backend: str = "pydatalog"):
+        check_hierarchy(policy)
+        self.policy = policy
+        self.world = world if world is not None else World()
+        self.program: Program = compile_policy(policy)
+        self.backend: Backend = make_backend(backend, self.program)
+        self._facts: dict[str, set[Row]] = {}
+        self._counter = itertools.count()
+        self.refresh()
+
+    # ---- world ---------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Bring the backend's facts in line with the world after it changed."""
+        new = world_facts(self.world)
+        for relation in set(new) | set(self._facts):
+            before, after = self._facts.get(relation, set()), new.get(relation, set())
+            if before - after:
+                self.backend.remove(relation, before - after)
+            if after - before:
+                self.backend.add(relation, after - before)
+        self._facts = new
+
+    # ---- requests ------------------------------------------------------------------
+
+    def operation(self, name: str) -> Operation:
+        """The operation called ``name`` (``type.name``), or a RequestError saying what exists."""
+        op = self.policy.operation(name)
+        if op is not None:
+            return op
+        names = [o.qualified for o in self.policy.operations]
+        if "." not in name:
+            near = [n for n in names if n.endswith(f".{name}")][:4]
+            hint = f"; for example {', '.join(near)}" if near else ""
+            raise RequestError(f"unknown operation `{name}`: operations are written TYPE.NAME{hint}")
+        hint = did_you_mean(name, names)
+        if not hint:
+            kind = name.split(".")[0]
+            same = [n for n in names if n.startswith(kind + ".")]
+            hint = f"{kind} operations are {', '.join(same)}" if same else "run `privilog ops` to list them"
+        raise RequestError(f"unknown operation `{name}` in policy {self.policy.name}: {hint}")
+
+    def entity(self, text: str | EntityId) -> EntityId:
+        """Parse an entity id and check that the policy knows its type."""
+        try:
+            entity = text if isinstance(text, EntityId) else EntityId.parse(text)
+        except IdError as error:
+            raise RequestError(str(error)) from None
+        if self.policy.entity_type(entity.type) is None:
+            raise RequestError(f"policy {self.policy.name} has no entity type `{entity.type}`")
+        return entity
+
+    def request(
+        self, principal: str, operation: str, entity: str | EntityId, args: Mapping[str, object] | None = None
+    ) -> Request:
+        """Validate a request; raise RequestError with what is wrong and what is expected."""
+        try:
+            who = parse_principal(principal)
+        except IdError as error:
+            raise RequestError(str(error)) from None
+        op = self.operation(operation)
+        target = self.entity(entity)
+        if target.type != op.entity_type:
+            raise RequestError(
+                f"`{op.qualified}` acts on a {op.entity_type}, but `{target}` is a {target.type}"
+            )
+        return Request(who, op.qualified, target, self._args(op, args or {}))
+
+    def _args(self, op: Operation, args: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
+        params = {p.name: p for p in op.params}
+        out: list[tuple[str, str]] = []
+        for raw_name, value in args.items():
+            name = raw_name.lstrip("$")
+            param = params.get(name)
+            if param is None:
+                takes = ", ".join(f"${p}" for p in params) or "no arguments"
+                raise RequestError(f"`{op.qualified}` takes {takes}; not `${name}`")
+            if param.type == "bool":
+                word = str(value).strip().lower()
+                if word in TRUE_WORDS:
+                    out.append((name, "true"))
+                elif word not in FALSE_WORDS:
+                    raise RequestError(f"`${name}` is true or false, not `{value}`")
+                continue
+            entity = self.entity(str(value))
+            if entity.type != param.type:
+                raise RequestError(f"`${name}` of `{op.qualified}` names a {param.type}, not `{entity}`")
+            out.append((name, str(entity)))
+        return tuple(sorted(out))
+
+    # ---- evaluation ----------------------------------------------------------------
+
+    def _request_facts(self, rid: str, request: Request) -> dict[str, set[Row]]:
+        facts: dict[str, set[Row]] = {
+            "request": {(rid, request.principal, request.operation, str(request.entity))},
+            "request_arg": {(rid, k, v) for k, v in request.args},
+        }
+        # A request may name an entity that does not exist yet (create): its place in
+        # the hierarchy comes from its id, for this evaluation only.
+        child_of, is_a = self._facts.get("child_of", set()), self._facts.get("is_a", set())
+        chain = [request.entity, *request.entity.ancestors(self.world.instance)]
+        facts["is_a"] = {(str(e), e.type) for e in chain} - is_a
+        facts["child_of"] = {(str(a), str(b)) for a, b in itertools.pairwise(chain)} - child_of
+        return facts
+
+    def _evaluate(self, requests: list[Request]) -> tuple[dict[str, Request], dict[str, set[Row]]]:
+        """Assert the requests, read back every relation the decisions need, retract."""
+        ids = {f"r{next(self._counter)}": r for r in requests}
+        added: dict[str, set[Row]] = {}
+        for rid, request in ids.items():
+            for relation, rows in self._request_facts(rid, request).items():
+                added.setdefault(relation, set()).update(rows)
+        for relation, rows in added.items():
+            self.backend.add(relation, rows)
+        try:
+            answers: dict[str, set[Row]] = {}
+            for relation in ("allowed", "applies", "met", "covered", "lacking"):
+                if len(ids) == 1:
+                    answers[relation] = self.backend.query(relation, {0: next(iter(ids))})
+                else:
+                    answers[relation] = {r for r in self.backend.query(relation) if r[0] in ids}
+        finally:
+            for relation, rows in added.items():
+                self.backend.remove(relation, rows)
+        return ids, answers
+
+    def check(self, request: Request) -> Decision:
+        """Decide one request."""
+        ids, answers = self._evaluate([request])
+        (rid,) = ids
+        return self._decision(rid, request, answers)
+
+    def check_many(self, requests: list[Request]) -> list[Decision]:
+        """Decide several requests in one evaluation."""
+        ids, answers = self._evaluate(requests)
+        by_request: dict[str, dict[str, set[Row]]] = {rid: {} for rid in ids}
+        for relation, rows in answers.items():
+            for row in rows:
+                by_request[row[0]].setdefault(relation, set()).add(row)
+        return [self._decision(rid, req, by_request[rid]) for rid, req in ids.items()]
+
+    def _decision(self, rid: str, request: Request, answers: Mapping[str, set[Row]]) -> Decision:
+        op = self.operation(request.operation)
+        allowed = any(r[0] == rid for r in answers.get("allowed", ()))
+        applies = {r[1] for r in answers.get("applies", ()) if r[0] == rid}
+        outcomes = []
+        for number, requirement in enumerate(op.requirements, start=1):
+            iid = f"{op.qualified}#{number}"
+            outcomes.append(self._outcome(rid, iid, request, requirement, iid in applies, answers))
+        decision = Decision(request, allowed, tuple(outcomes), self.policy.name)
+        if allowed:
+            return decision
+        return Decision(
+            request,
+            False,
+            decision.outcomes,
+            self.policy.name,
+            fixes=self._fixes(request, op, decision.unmet),
+            remaining=self._remaining(request, decision.unmet),
+        )
+
+    def _outcome(
+        self, rid: str, iid: str, request: Request, requirement: Requirement, applies: bool,
+        answers: Mapping[str, set[Row]],
+    ) -> Outcome:
+        witnesses = sorted(
+            self._witness(request, action, EntityId.parse(entity), via)
+            for (r, i, action, entity, via) in answers.get("met", ())
+            if r == rid and i == iid
+        )
+        covered = sorted(EntityId.parse(r[2]) for r in answers.get("covered", ()) if r[0] == rid and r[1] == iid)
+        lacking = sorted(EntityId.parse(r[2]) for r in answers.get("lacking", ()) if r[0] == rid and r[1] == iid)
+        has_every = any(t.scope is Scope.EVERY for o in requirement.options for t in o.targets)
+        met = bool(witnesses) or (has_every and not lacking)
+        missing = tuple(
+            t.param
+            for o in requirement.options
+            for t in o.targets
+            if t.scope is Scope.ARGUMENT and request.arg(t.param) is None
+        )
+        return Outcome(
+            id=iid,
+            text=format_alternatives(requirement.options),
+            applies=applies,
+            met=met,
+            witnesses=tuple(witnesses),
+            covered=tuple(covered),
+            lacking=tuple(lacking),
+            missing_arguments=tuple(dict.fromkeys(missing)),
+            condition=str(requirement.condition) if requirement.condition else "",
+        )
+
+    def _witness(self, request: Request, action: str, entity: EntityId, holder: str) -> Witness:
+        groups: tuple[str, ...] = ()
+        if holder != request.principal:
+            groups = self._membership_chain(request.principal, holder)
+        inside: tuple[EntityId, ...] = ()
+        ancestors = entity.ancestors(self.world.instance)
+        if request.entity in ancestors:
+            inside = tuple([entity, *ancestors[: ancestors.index(request.entity) + 1]])
+        return Witness(action, entity, holder, groups, inside)
+
+    def _membership_chain(self, principal: str, group: str) -> tuple[str, ...]:
+        """The shortest chain principal → ... → group through the world's memberships."""
+        previous: dict[str, str] = {principal: principal}
+        frontier = [principal]
+        while frontier:
+            following = []
+            for current in frontier:
+                for member, parent in sorted(self.world.members):
+                    if member == current and parent not in previous:
+                        previous[parent] = current
+                        following.append(parent)
+            frontier = following
+        chain = [group]
+        while chain[-1] != principal and chain[-1] in previous:
+            chain.append(previous[chain[-1]])
+        return tuple(reversed(chain))
+
+    # ---- what would allow it -------------------------------------------------------
+
+    def _option_entities(self, request: Request, scope: Scope, param: str) -> list[EntityId]:
+        entity = request.entity
+        match scope:
+            case Scope.SELF | Scope.SELF_OR_DESCENDANT:
+                return [entity]
+            case Scope.PARENT:
+                parent = entity.parent(self.world.instance)
+                return [parent] if parent else []
+            case Scope.ANCESTOR:
+                return [a for a in entity.ancestors(self.world.instance) if a.type == param]
+            case Scope.ARGUMENT:
+                value = request.arg(param)
+                return [EntityId.parse(value)] if value else []
+            case Scope.EVERY:
+                return []
+        raise AssertionError(scope)
+
+    def _alternatives(self, request: Request, op: Operation, outcome: Outcome) -> list[frozenset[Change]]:
+        """Each way to meet one unmet requirement: a set of changes."""
+        _, requirement = self.program.requirements[outcome.id]
+        who = request.principal
+        mine = self.world.groups_of(who)
+        ways: list[frozenset[Change]] = []
+        for option in requirement.options:
+            for target in option.targets:
+                if target.scope is Scope.EVERY:
+                    for action in option.actions:
+                        ways.append(frozenset(GrantChange(who, action, d) for d in outcome.lacking))
+                    continue
+                for entity in self._option_entities(request, target.scope, target.param):
+                    for action in option.actions:
+                        ways.append(frozenset({GrantChange(who, action, entity)}))
+                        for grant in sorted(self.world.grants):
+                            if (
+                                grant.action == action
+                                and grant.entity == entity
+                                and grant.principal != who
+                                and grant.principal not in mine
+                                and grant.principal.split(":")[0] in ("group", "role")
+                            ):
+                                ways.append(frozenset({MembershipChange(who, grant.principal)}))
+        return ways
+
+    def _fixes(self, request: Request, op: Operation, unmet: tuple[Outcome, ...]) -> tuple[tuple[Change, ...], ...]:
+        if not unmet:
+            return ()
+        per_requirement = [self._alternatives(request, op, o) for o in unmet]
+        if any(not ways for ways in per_requirement):
+            return ()  # some requirement cannot be met by a change of grants (an argument is missing)
+        candidates: set[frozenset[Change]] = set()
+        for combination in itertools.islice(itertools.product(*per_requirement), 20000):
+            candidates.add(frozenset().union(*combination))
+        smallest = min(len(c) for c in candidates)
+        best = [c for c in candidates if len(c) == smallest]
+        best.sort(key=lambda c: (sum(isinstance(x, MembershipChange) for x in c), sorted(map(str, c))))
+        return tuple(tuple(sorted(c, key=str)) for c in best[:MAX_FIXES])
+
+    def _remaining(self, request: Request, unmet: tuple[Outcome, ...]) -> tuple[EntityId, ...]:
+        """What a partial delete would leave: each entity lacking ADMIN, and what encloses it."""
+        left: set[EntityId] = set()
+        for outcome in unmet:
+            for entity in outcome.lacking:
+                left.add(entity)
+                for ancestor in entity.ancestors(self.world.instance):
+                    left.add(ancestor)
+                    if ancestor == request.entity:
+                        break
+        return tuple(sorted(left))
+
+    # ---- listing -------------------------------------------------------------------
+
+    def list_operation(self, entity_type: str) -> Operation:
+        """The operation that lists entities of a type (the one the policy marks `shows`)."""
+        if self.policy.entity_type(entity_type) is None:
+            types = [t.name for t in self.policy.entity_types]
+            raise RequestError(f"unknown entity type `{entity_type}`: {did_you_mean(entity_type, types) or 'types are ' + ', '.join(types)}")
+        for op in self.policy.operations:
+            if op.entity_type == entity_type and op.verb is Verb.SHOWS:
+                return op
+        raise RequestError(f"policy {self.policy.name} has no listing (`shows`) operation for {entity_type}")
+
+    def listable_types(self) -> list[str]:
+        return [op.entity_type for op in self.policy.operations if op.verb is Verb.SHOWS]
+
+    def visible(self, principal: str, entity_type: str, within: str | EntityId | None = None) -> list[Visible]:
+        """The existing entities of a type (inside ``within``) that ``principal`` sees, with why."""
+        op = self.list_operation(entity_type)
+        parent = self.entity(within) if within is not None else None
+        if parent is not None and entity_type not in _types_inside(self.policy, parent.type):
+            raise RequestError(f"a {entity_type} is never inside a {parent.type} such as `{parent}`")
+        existing = self.world.existing()
+        candidates = sorted(
+            e for e in existing
+            if e.type == entity_type and (parent is None or parent in e.ancestors(self.world.instance))
+        )
+        if not candidates:
+            return []
+        who = self.request(principal, op.qualified, candidates[0]).principal
+        requests = [Request(who, op.qualified, e) for e in candidates]
+        shown = []
+        for decision in self.check_many(requests):
+            if decision.allowed:
+                witnesses = [w for o in decision.outcomes for w in o.witnesses]
+                shown.append(Visible(decision.request.entity, min(witnesses) if witnesses else None))
+        return shown
+
+
+def _types_inside(policy: Policy, type_name: str) -> set[str]:
+    return {t.name for t in policy.entity_types if type_name in ancestor_types(policy, t.name)}
+

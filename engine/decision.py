@@ -1,0 +1,162 @@
+"""Decisions are data: the request, allow or deny, and why.
+
+An allowed decision carries, for each requirement, the grant that met it (and
+the membership and descendant path through which it counts). A denied one
+carries every unmet requirement and the smallest sets of changes (grants, or
+joining a group that already holds what is needed) that would allow it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.ids import EntityId
+
+
+@dataclass(frozen=True)
+class Request:
+    """May ``principal`` do ``operation`` on ``entity`` (with these arguments)?"""
+
+    principal: str
+    operation: str
+    entity: EntityId
+    args: tuple[tuple[str, str], ...] = ()
+
+    def arg(self, name: str) -> str | None:
+        return dict(self.args).get(name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "principal": self.principal,
+            "operation": self.operation,
+            "entity": str(self.entity),
+            "args": dict(self.args),
+        }
+
+    def __str__(self) -> str:
+        args = "".join(f" {k}={v}" for k, v in self.args)
+        return f"{self.principal} {self.operation} {self.entity}{args}"
+
+
+@dataclass(frozen=True, order=True)
+class Witness:
+    """A grant that meets a requirement.
+
+    ``holder`` holds ``action`` on ``entity``; when the holder is a group or
+    role, ``groups`` is the membership chain from the requester to it. For
+    "self or descendant", ``inside`` is the chain of entities from the granted
+    one up to the requested one.
+    """
+
+    action: str
+    entity: EntityId
+    holder: str
+    groups: tuple[str, ...] = ()
+    inside: tuple[EntityId, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "entity": str(self.entity),
+            "holder": self.holder,
+            "groups": list(self.groups),
+            "inside": [str(e) for e in self.inside],
+        }
+
+
+@dataclass(frozen=True, order=True)
+class GrantChange:
+    """Granting ``action`` on ``entity`` to ``principal``."""
+
+    principal: str
+    action: str
+    entity: EntityId
+
+    def __str__(self) -> str:
+        return f"grant {self.action} on {self.entity} to {self.principal}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"grant": {"principal": self.principal, "action": self.action, "entity": str(self.entity)}}
+
+
+@dataclass(frozen=True, order=True)
+class MembershipChange:
+    """Adding ``principal`` to ``group``, which already holds what is needed."""
+
+    principal: str
+    group: str
+
+    def __str__(self) -> str:
+        return f"add {self.principal} to {self.group}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"member": {"principal": self.principal, "group": self.group}}
+
+
+Change = GrantChange | MembershipChange
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one requirement of the operation."""
+
+    id: str
+    text: str  # the requirement as the policy writes it
+    applies: bool  # False when its condition (`if $arg`) excludes it
+    met: bool
+    witnesses: tuple[Witness, ...] = ()
+    covered: tuple[EntityId, ...] = ()  # "every": the entities it covers
+    lacking: tuple[EntityId, ...] = ()  # "every": those not held
+    missing_arguments: tuple[str, ...] = ()  # arguments it names that the request did not give
+    condition: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "requirement": self.text,
+            "applies": self.applies,
+            "condition": self.condition,
+            "met": self.met,
+            "witnesses": [w.to_json() for w in self.witnesses],
+            "covered": [str(e) for e in self.covered],
+            "lacking": [str(e) for e in self.lacking],
+            "missing_arguments": list(self.missing_arguments),
+        }
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Allow or deny, with the proof or the unmet requirements and the fixes."""
+
+    request: Request
+    allowed: bool
+    outcomes: tuple[Outcome, ...]
+    policy: str
+    fixes: tuple[tuple[Change, ...], ...] = ()
+    remaining: tuple[EntityId, ...] = field(default=())  # a partial delete leaves these
+
+    @property
+    def unmet(self) -> tuple[Outcome, ...]:
+        return tuple(o for o in self.outcomes if o.applies and not o.met)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "request": self.request.to_json(),
+            "decision": "allow" if self.allowed else "deny",
+            "policy": self.policy,
+            "requirements": [o.to_json() for o in self.outcomes],
+            "fixes": [[c.to_json() for c in fix] for fix in self.fixes],
+            "remaining": [str(e) for e in self.remaining],
+        }
+
+
+@dataclass(frozen=True)
+class Visible:
+    """An entity a principal may see, and a grant that makes it visible."""
+
+    entity: EntityId
+    witness: Witness | None  # None when the policy shows it without any grant
+
+    def to_json(self) -> dict[str, Any]:
+        return {"entity": str(self.entity), "because": self.witness.to_json() if self.witness else None}

@@ -1,0 +1,100 @@
+"""A checked policy compiled to what every backend evaluates: rules and facts.
+
+Tables are data: each operation becomes an ``operation`` fact, each option of
+each requirement ``requires`` facts, each condition a ``guard`` fact. The
+rules are the policy's Datalog (the prelude's generic semantics included),
+normalised for evaluators that have no static checks of their own: each `_`
+becomes a fresh variable, and positive literals come before negations and
+comparisons so every variable is bound when they run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from dsl.check import strata
+from dsl.ir import Atom, Comparison, Literal, Operation, Policy, Requirement, Rule, Var
+
+Row = tuple[str, ...]
+
+
+def requirement_id(op: Operation, index: int) -> str:
+    """The id of an operation's ``index``-th requirement (1-based), e.g. ``namespace.delete#2``."""
+    return f"{op.qualified}#{index}"
+
+
+@dataclass(frozen=True)
+class Program:
+    """Rules and the policy's own facts, ready for a backend."""
+
+    policy: Policy
+    rules: tuple[Rule, ...]
+    facts: dict[str, frozenset[Row]] = field(hash=False)
+    relations: dict[str, int] = field(hash=False)  # every relation's arity
+    requirements: dict[str, tuple[Operation, Requirement]] = field(hash=False)
+    strata: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def base_relations(self) -> tuple[str, ...]:
+        return tuple(r.name for r in self.policy.relations)
+
+
+def _normalise(rule: Rule) -> Rule:
+    counter = 0
+
+    def fresh(term: object) -> object:
+        nonlocal counter
+        if isinstance(term, Var) and term.name == "_":
+            counter += 1
+            return Var(f"_Anon{counter}", term.span)
+        return term
+
+    body: list[Literal] = []
+    for literal in rule.body:
+        if isinstance(literal, Atom):
+            body.append(replace(literal, terms=tuple(fresh(t) for t in literal.terms)))  # type: ignore[misc]
+        else:
+            body.append(literal)
+    positive = [b for b in body if isinstance(b, Atom) and not b.negated]
+    rest = [b for b in body if not (isinstance(b, Atom) and not b.negated)]
+    rest.sort(key=lambda b: isinstance(b, Comparison))
+    return replace(rule, body=tuple(positive + rest))
+
+
+def table_facts(policy: Policy) -> tuple[dict[str, set[Row]], dict[str, tuple[Operation, Requirement]]]:
+    """The ``operation``, ``requires`` and ``guard`` facts of a policy's tables."""
+    facts: dict[str, set[Row]] = {"operation": set(), "requires": set(), "guard": set()}
+    index: dict[str, tuple[Operation, Requirement]] = {}
+    for op in policy.operations:
+        facts["operation"].add((op.qualified, op.entity_type))
+        for number, req in enumerate(op.requirements, start=1):
+            rid = requirement_id(op, number)
+            index[rid] = (op, req)
+            for option in req.options:
+                for action in option.actions:
+                    for target in option.targets:
+                        facts["requires"].add((op.qualified, rid, action, target.scope.value, target.param))
+            if req.condition is not None:
+                polarity = "present" if req.condition.present else "absent"
+                facts["guard"].add((rid, req.condition.argument, polarity))
+    return facts, index
+
+
+def compile_policy(policy: Policy) -> Program:
+    """Compile a checked policy."""
+    rules = tuple(_normalise(r) for r in policy.rules if r.body)
+    facts, index = table_facts(policy)
+    for rule in policy.rules:
+        if not rule.body:
+            facts.setdefault(rule.head.predicate, set()).add(tuple(str(t) for t in rule.head.terms))
+    arity = {r.name: r.arity for r in policy.relations}
+    for rule in policy.rules:
+        arity.setdefault(rule.head.predicate, len(rule.head.terms))
+    return Program(
+        policy=policy,
+        rules=rules,
+        facts={k: frozenset(v) for k, v in facts.items()},
+        relations=arity,
+        requirements=index,
+        strata=tuple(tuple(s) for s in strata(rules)),
+    )

@@ -1,0 +1,309 @@
+"""Worlds: the entities, grants, memberships and admins a policy is evaluated against.
+
+A world is written in YAML or JSON (DESIGN.md, "Files a user writes"). Every
+value is validated where it is read, and an error names the file, line and
+column of the offending value. Grants change only through an authorization
+admin, and a world bound to a file is saved atomically after each change.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dsl.errors import PrivilogError, did_you_mean
+from engine.ids import DEFAULT_INSTANCE, EntityId, IdError, parse_principal
+
+ALL = "ALL"
+
+
+class WorldError(PrivilogError):
+    """A world file (or world value) that cannot be used, with where it is wrong."""
+
+
+class NotAnAdmin(PrivilogError):
+    """Someone who is not an authorization admin tried to change grants."""
+
+
+@dataclass(frozen=True, order=True)
+class Grant:
+    """``principal`` holds ``action`` on ``entity``."""
+
+    principal: str
+    action: str
+    entity: EntityId
+
+    def __str__(self) -> str:
+        return f"{self.principal} {self.action} {self.entity}"
+
+
+@dataclass
+class World:
+    """Facts about a deployment. Entities that exist; grants, which need not name one."""
+
+    entities: set[EntityId] = field(default_factory=set)
+    grants: set[Grant] = field(default_factory=set)
+    members: set[tuple[str, str]] = field(default_factory=set)
+    admins: set[str] = field(default_factory=set)
+    instance: str = DEFAULT_INSTANCE
+    path: Path | None = None
+
+    def existing(self) -> set[EntityId]:
+        """Every entity that exists: those listed, and everything that encloses them."""
+        out: set[EntityId] = set()
+        for entity in self.entities:
+            out.add(entity)
+            out.update(entity.ancestors(self.instance))
+        return out
+
+    def principals(self) -> set[str]:
+        """Every principal the world mentions."""
+        names = {g.principal for g in self.grants} | self.admins
+        for member, group in self.members:
+            names.update((member, group))
+        return names
+
+    def groups_of(self, principal: str) -> set[str]:
+        """The groups and roles ``principal`` is in, directly or through other groups."""
+        found: set[str] = set()
+        frontier = [principal]
+        while frontier:
+            current = frontier.pop()
+            for member, group in self.members:
+                if member == current and group not in found:
+                    found.add(group)
+                    frontier.append(group)
+        return found
+
+    def is_admin(self, principal: str) -> bool:
+        """Whether ``principal`` is an authorization admin (itself or through a group)."""
+        return principal in self.admins or bool(self.groups_of(principal) & self.admins)
+
+    def _require_admin(self, actor: str) -> None:
+        if not self.is_admin(actor):
+            admins = ", ".join(sorted(self.admins)) or "none are listed"
+            raise NotAnAdmin(
+                f"{actor} is not an authorization admin, so cannot change grants "
+                f"(admins: {admins}; list them under `admins:` in the world)"
+            )
+
+    def grant(self, actor: str, grants: Iterable[Grant]) -> list[Grant]:
+        """Add grants as ``actor``; return those that were new. Saved at once if bound to a file."""
+        self._require_admin(actor)
+        new = [g for g in grants if g not in self.grants]
+        self.grants.update(new)
+        self._persist()
+        return new
+
+    def revoke(self, actor: str, grants: Iterable[Grant]) -> list[Grant]:
+        """Remove grants as ``actor``; return those that were there."""
+        self._require_admin(actor)
+        gone = [g for g in grants if g in self.grants]
+        self.grants.difference_update(gone)
+        self._persist()
+        return gone
+
+    def add_entity(self, entity: EntityId) -> None:
+        """Create an entity. Grants on it, made before or kept from an earlier life, apply."""
+        self.entities.add(entity)
+        self._persist()
+
+    def delete_entity(self, entity: EntityId) -> set[EntityId]:
+        """Delete an entity and everything inside it; grants are kept (seed 003)."""
+        doomed = {e for e in self.existing() if e == entity or entity in e.ancestors(self.instance)}
+        self.entities.difference_update(doomed)
+        self._persist()
+        return doomed
+
+    def _persist(self) -> None:
+        if self.path is not None:
+            save_world(self, self.path)
+
+    def to_data(self) -> dict[str, Any]:
+        """The world as plain data, in the file format."""
+        return {
+            "instance": self.instance,
+            "entities": sorted(str(e) for e in self.entities),
+            "grants": [[g.principal, g.action, str(g.entity)] for g in sorted(self.grants)],
+            "members": [list(m) for m in sorted(self.members)],
+            "admins": sorted(self.admins),
+        }
+
+
+def save_world(world: World, path: Path) -> None:
+    """Write ``world`` to ``path`` atomically: a crash leaves the old file or the new, never half."""
+    text = yaml.safe_dump(world.to_data(), sort_keys=False, default_flow_style=None, width=100)
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+# ---- reading, with positions ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Located:
+    """A value read from YAML or JSON, with ``file:line:col`` of where it was written."""
+
+    value: Any
+    where: str
+
+
+def located(node: yaml.Node, file: str) -> Located:
+    """Build plain values from a composed YAML node, keeping each one's position."""
+    where = f"{file}:{node.start_mark.line + 1}:{node.start_mark.column + 1}"
+    if isinstance(node, yaml.MappingNode):
+        return Located({str(k.value): located(v, file) for k, v in node.value}, where)
+    if isinstance(node, yaml.SequenceNode):
+        return Located([located(v, file) for v in node.value], where)
+    return Located(yaml.SafeLoader("").construct_object(node, deep=True), where)
+
+
+def compose(text: str, file: str) -> Located | None:
+    """Parse YAML or JSON text to located values; None for an empty document."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else file
+        problem = getattr(error, "problem", None) or str(error)
+        raise WorldError(f"{where}: not valid YAML or JSON: {problem}") from None
+    return None if node is None else located(node, file)
+
+
+class WorldReader:
+    """Turns located YAML values into a :class:`World`, checking actions against the policy's."""
+
+    KEYS = ("instance", "entities", "grants", "members", "admins")
+
+    def __init__(self, actions: Iterable[str]):
+        self.actions = tuple(actions)
+
+    def fail(self, where: str, message: str) -> WorldError:
+        return WorldError(f"{where}: {message}")
+
+    def text(self, item: Located, what: str) -> str:
+        if not isinstance(item.value, str):
+            raise self.fail(item.where, f"{what} must be text, not {item.value!r}")
+        return item.value
+
+    def entity(self, item: Located) -> EntityId:
+        try:
+            return EntityId.parse(self.text(item, "an entity id"))
+        except IdError as error:
+            raise self.fail(item.where, str(error)) from None
+
+    def principal(self, item: Located) -> str:
+        try:
+            return parse_principal(self.text(item, "a principal"))
+        except IdError as error:
+            raise self.fail(item.where, str(error)) from None
+
+    def action_list(self, item: Located) -> list[str]:
+        raw = item.value if isinstance(item.value, list) else [item]
+        out: list[str] = []
+        for entry in raw:
+            name = self.text(entry, "an action")
+            if name == ALL:
+                out.extend(self.actions)
+            elif name in self.actions:
+                out.append(name)
+            else:
+                hint = did_you_mean(name, [*self.actions, ALL]) or f"actions are {', '.join(self.actions)} and ALL"
+                raise self.fail(entry.where, f"unknown action `{name}`: {hint}")
+        return out
+
+    def items(self, item: Located | None, what: str) -> Iterator[Located]:
+        if item is None or item.value is None:
+            return
+        if not isinstance(item.value, list):
+            raise self.fail(item.where, f"`{what}` must be a list")
+        yield from item.value
+
+    def grants(self, item: Located) -> Iterator[Grant]:
+        if isinstance(item.value, list):
+            if len(item.value) != 3:
+                raise self.fail(item.where, "a grant is [PRINCIPAL, ACTION, ENTITY]")
+            principal, actions, entity = item.value
+        elif isinstance(item.value, dict):
+            fields = item.value
+            unknown = set(fields) - {"principal", "action", "actions", "entity"}
+            if unknown or "principal" not in fields or "entity" not in fields:
+                raise self.fail(item.where, "a grant is {principal: P, actions: [A, ...], entity: E}")
+            principal, entity = fields["principal"], fields["entity"]
+            actions = fields.get("actions") or fields.get("action")
+            if actions is None:
+                raise self.fail(item.where, "a grant needs `action` or `actions`")
+        else:
+            raise self.fail(item.where, "a grant is [PRINCIPAL, ACTION, ENTITY] or a mapping")
+        who = self.principal(principal)
+        what = self.entity(entity)
+        for action in self.action_list(actions):
+            yield Grant(who, action, what)
+
+    def read(self, root: Located, path: Path | None) -> World:
+        if root.value is None:
+            return World(path=path)
+        if not isinstance(root.value, dict):
+            raise self.fail(root.where, "a world is a mapping with entities, grants, members and admins")
+        data: dict[str, Located] = root.value
+        for key, value in data.items():
+            if key not in self.KEYS:
+                hint = did_you_mean(key, self.KEYS) or f"the keys are {', '.join(self.KEYS)}"
+                raise self.fail(value.where, f"unknown key `{key}`: {hint}")
+        world = World(path=path)
+        if "instance" in data:
+            world.instance = self.text(data["instance"], "the instance name")
+        for entry in self.items(data.get("entities"), "entities"):
+            world.entities.add(self.entity(entry))
+        for entry in self.items(data.get("grants"), "grants"):
+            world.grants.update(self.grants(entry))
+        for entry in self.items(data.get("members"), "members"):
+            pair = entry.value
+            if isinstance(pair, dict) and set(pair) == {"principal", "group"}:
+                pair = [pair["principal"], pair["group"]]
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise self.fail(entry.where, "a membership is [PRINCIPAL, GROUP_OR_ROLE]")
+            world.members.add((self.principal(pair[0]), self.principal(pair[1])))
+        for entry in self.items(data.get("admins"), "admins"):
+            world.admins.add(self.principal(entry))
+        return world
+
+
+def parse_world(text: str, actions: Iterable[str], file: str = "<world>", path: Path | None = None) -> World:
+    """Read a world from YAML or JSON text."""
+    root = compose(text, file)
+    if root is None:
+        return World(path=path)
+    return WorldReader(actions).read(root, path)
+
+
+def load_world(path: str | Path, actions: Iterable[str], bind: bool = False) -> World:
+    """Read a world file. With ``bind``, changes made through the world are saved back to it."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise WorldError(f"{path}: no such world file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise WorldError(f"{path}: cannot read the world: {error}") from None
+    return parse_world(text, actions, str(path), path if bind else None)

@@ -1,0 +1,49 @@
+"""The public Python API.
+
+>>> import privilog
+>>> authz = privilog.load("cdap", {"grants": [["user:alice", "ADMIN", "namespace:ns1"]]})
+>>> authz.check(authz.request("user:alice", "namespace.create", "namespace:ns1")).allowed
+True
+>>> decision = authz.check(authz.request("user:bob", "namespace.create", "namespace:ns1"))
+>>> decision.allowed, [str(c) for fix in decision.fixes for c in fix]
+(False, ['grant ADMIN on namespace:ns1 to user:bob'])
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import dsl
+from dsl.ir import Policy
+from engine.authorizer import Authorizer
+from engine.world import World, load_world, parse_world
+
+
+def load_world_for(policy: Policy, world: str | Path | World | dict[str, Any] | None, bind: bool = False) -> World:
+    """A world from a path, a mapping in the file format, or an existing World (None: empty)."""
+    if world is None:
+        return World()
+    if isinstance(world, World):
+        return world
+    if isinstance(world, dict):
+        return parse_world(yaml.safe_dump(world), policy.actions, "<world>")
+    return load_world(world, policy.actions, bind=bind)
+
+
+def load(
+    policy: str | Policy = "cdap",
+    world: str | Path | World | dict[str, Any] | None = None,
+    backend: str = "pydatalog",
+    bind: bool = False,
+) -> Authorizer:
+    """An authorizer for ``policy`` (a name in rules/ or a path) over ``world``.
+
+    With ``bind``, grants and entities changed through ``authorizer.world``
+    are saved back to the world file (atomically) as they change; call
+    ``authorizer.refresh()`` after changing the world.
+    """
+    checked = policy if isinstance(policy, Policy) else dsl.load_policy(policy)
+    return Authorizer(checked, load_world_for(checked, world, bind), backend)

@@ -1,0 +1,144 @@
+"""Decisions rendered as trees a person can read.
+
+The decision is data (engine.decision); this module only renders it. The same
+trees back ``privilog why``, the REPL's ``why`` and ``whynot``, and the golden
+files in tests/golden.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engine.decision import Change, Decision, MembershipChange, Outcome, Visible, Witness
+
+MAX_LISTED = 12
+
+
+def _join(words: Sequence[str]) -> str:
+    if len(words) <= 1:
+        return "".join(words)
+    return ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _entities(entities: Sequence[object]) -> str:
+    shown = [str(e) for e in entities[:MAX_LISTED]]
+    more = len(entities) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+
+def witness_sentence(principal: str, witness: Witness) -> str:
+    """``user:bob is in group:eng, which holds READ on dataset:ns1.ds, which is in namespace:ns1``."""
+    if witness.holder == principal:
+        text = f"{principal} holds {witness.action} on {witness.entity}"
+    else:
+        chain = list(witness.groups) or [principal, witness.holder]
+        text = (
+            f"{chain[0]} is in "
+            + ", which is in ".join(chain[1:])
+            + f", which holds {witness.action} on {witness.entity}"
+        )
+    if len(witness.inside) > 1:
+        text += ", which is in " + ", which is in ".join(str(e) for e in witness.inside[1:])
+    return text
+
+
+def _outcome_lines(decision: Decision, outcome: Outcome) -> tuple[str, list[str]]:
+    request = decision.request
+    label = outcome.text
+    if outcome.condition:
+        label += f" (if {outcome.condition})"
+    if not outcome.applies:
+        return f"{label}: does not apply", []
+    if outcome.met:
+        details = [witness_sentence(request.principal, w) for w in outcome.witnesses[:3]]
+        if len(outcome.witnesses) > 3:
+            details.append(f"and {len(outcome.witnesses) - 3} more grants")
+        if outcome.covered and not outcome.witnesses:
+            details.append(f"{request.principal} holds it on all {len(outcome.covered)} entities: {_entities(outcome.covered)}")
+        elif not outcome.witnesses:
+            details.append("there is nothing inside to hold it on")
+        return f"{label}: met", details
+    details = []
+    for argument in outcome.missing_arguments:
+        details.append(f"the request gives no ${argument}; pass it with --arg {argument}=ENTITY")
+    if outcome.lacking:
+        details.append(
+            f"{request.principal} lacks it on {len(outcome.lacking)} of {len(outcome.covered)} entities: "
+            + _entities(outcome.lacking)
+        )
+    elif not outcome.missing_arguments:
+        details.append(f"no grant to {request.principal} or its groups meets it")
+    return f"{label}: UNMET", details
+
+
+def _tree(lines: list[tuple[str, list[str]]]) -> list[str]:
+    out = []
+    for index, (head, children) in enumerate(lines):
+        last = index == len(lines) - 1
+        out.append(("└─ " if last else "├─ ") + head)
+        for child_index, child in enumerate(children):
+            bar = "   " if last else "│  "
+            out.append(bar + ("└─ " if child_index == len(children) - 1 else "├─ ") + child)
+    return out
+
+
+def change_sentence(change: Change, decision: Decision) -> str:
+    if isinstance(change, MembershipChange):
+        return f"{change}, which already holds what is needed"
+    return str(change)
+
+
+def render_decision(decision: Decision) -> str:
+    """The decision as a tree: the request, each requirement, and what met it or what is missing."""
+    verdict = "ALLOW" if decision.allowed else "DENY"
+    lines = [f"{verdict} {decision.request}  (policy {decision.policy})"]
+    if not decision.outcomes:
+        lines.append("└─ the operation requires nothing")
+    lines += _tree([_outcome_lines(decision, o) for o in decision.outcomes])
+    if not decision.allowed:
+        lines += render_fixes(decision)
+        if decision.remaining:
+            lines.append(
+                f"A partial delete would leave {len(decision.remaining)} entities: {_entities(decision.remaining)}"
+            )
+    return "\n".join(lines)
+
+
+def render_fixes(decision: Decision) -> list[str]:
+    if decision.allowed:
+        return []
+    if not decision.fixes:
+        if any(o.missing_arguments for o in decision.unmet):
+            return ["No change of grants allows it: the request is missing an argument it needs."]
+        return ["No change of grants or memberships allows it."]
+    if len(decision.fixes) == 1:
+        head = "Would allow it:"
+    else:
+        head = f"Would allow it (any one of these {len(decision.fixes)}):"
+    lines = [head]
+    for index, fix in enumerate(decision.fixes, start=1):
+        lines.append(f"  {index}. " + "; ".join(change_sentence(c, decision) for c in fix))
+    return lines
+
+
+def render_short(decision: Decision) -> str:
+    """One line: ``ALLOW user:alice namespace.delete namespace:ns1``, and for a deny, what is unmet."""
+    if decision.allowed:
+        return f"ALLOW {decision.request}"
+    unmet = "; ".join(o.text for o in decision.unmet) or "the operation does not apply to this entity"
+    return f"DENY {decision.request}: unmet: {unmet}"
+
+
+def render_visible(principal: str, shown: Sequence[Visible]) -> str:
+    """What a principal sees, each with the grant that makes it visible."""
+    if not shown:
+        return f"{principal} sees nothing here"
+    lines = []
+    for item in shown:
+        if item.witness is None:
+            lines.append(f"{item.entity}  (shown to everyone the policy lets list)")
+        elif item.witness.entity == item.entity and item.witness.holder == principal:
+            lines.append(f"{item.entity}  ({item.witness.action} on it)")
+        else:
+            lines.append(f"{item.entity}  (because {witness_sentence(principal, item.witness)})")
+    return "\n".join(lines)
