@@ -14,6 +14,8 @@ class PrivilogError(Exception):
     The command line prints ``str(error)`` and exits 2.
     """
 
+    located = False  # True when the message starts with the place it is about (file:line:col)
+
 
 class PolicyError(PrivilogError):
     """An error in a policy's text, rendered as ``file:line:col: message``,
@@ -53,6 +55,8 @@ class PolicyError(PrivilogError):
 
 class PolicyErrors(PrivilogError):
     """Several policy errors found by one pass; shown one after the other."""
+
+    located = True
 
     def __init__(self, errors: list[PolicyError]):
         self.errors = errors

@@ -26,6 +26,8 @@ ALL = "ALL"
 class WorldError(PrivilogError):
     """A world file (or world value) that cannot be used, with where it is wrong."""
 
+    located = True
+
 
 class NotAnAdmin(PrivilogError):
     """Someone who is not an authorization admin tried to change grants."""

@@ -82,10 +82,18 @@ def _tree(lines: list[tuple[str, list[str]]]) -> list[str]:
     return out
 
 
-def change_sentence(change: Change, decision: Decision) -> str:
-    if isinstance(change, MembershipChange):
-        return f"{change}, which already holds what is needed"
-    return str(change)
+def fix_sentence(fix: Sequence[Change]) -> str:
+    """One way to allow a request, grants to one principal of one action grouped together."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    parts: list[str] = []
+    for change in fix:
+        if isinstance(change, MembershipChange):
+            parts.append(f"{change}, which already holds what is needed")
+        else:
+            grouped.setdefault((change.principal, change.action), []).append(str(change.entity))
+    for (principal, action), entities in grouped.items():
+        parts.insert(0, f"grant {action} on {_entities(entities)} to {principal}")
+    return "; ".join(parts)
 
 
 def render_decision(decision: Decision) -> str:
@@ -117,7 +125,7 @@ def render_fixes(decision: Decision) -> list[str]:
         head = f"Would allow it (any one of these {len(decision.fixes)}):"
     lines = [head]
     for index, fix in enumerate(decision.fixes, start=1):
-        lines.append(f"  {index}. " + "; ".join(change_sentence(c, decision) for c in fix))
+        lines.append(f"  {index}. {fix_sentence(fix)}")
     return lines
 
 

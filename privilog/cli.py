@@ -1,0 +1,227 @@
+"""The ``privilog`` command line (DESIGN.md, "The command line": a stable contract).
+
+Exit codes: ``check`` and ``why`` exit 0 when allowed and 1 when denied;
+``test`` exits 1 when a case fails; every command exits 2 on bad input with a
+message on stderr and no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+EXIT_OK, EXIT_DENY, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+class UsageError(Exception):
+    """A command line that cannot be run as written."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+
+def _policy_world(args: argparse.Namespace) -> Any:
+    from privilog.api import load
+
+    return load(args.policy, args.world, bind=False)
+
+
+def _args(pairs: Sequence[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, eq, value = pair.partition("=")
+        if not eq or not name:
+            raise UsageError(f"--arg takes NAME=VALUE, such as --arg artifact=artifact:ns1.etl; not `{pair}`")
+        out[name] = value
+    return out
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, sort_keys=False))
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from privilog.explain import render_decision, render_short
+
+    authorizer = _policy_world(args)
+    request = authorizer.request(args.principal, args.operation, args.entity, _args(args.arg))
+    decision = authorizer.check(request)
+    if args.json:
+        _print_json(decision.to_json())
+    elif args.command == "why" or args.explain:
+        print(render_decision(decision))
+    else:
+        print(render_short(decision))
+    return EXIT_OK if decision.allowed else EXIT_DENY
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from privilog.explain import render_visible
+
+    authorizer = _policy_world(args)
+    types = [args.type] if args.type else authorizer.listable_types()
+    result = {t: authorizer.visible(args.principal, t, args.within) for t in types if _fits(authorizer, t, args.within)}
+    if args.json:
+        _print_json(
+            {
+                "principal": args.principal,
+                "in": args.within,
+                "visible": [v.to_json() for shown in result.values() for v in shown],
+            }
+        )
+        return EXIT_OK
+    shown_any = False
+    for entity_type, shown in result.items():
+        if shown:
+            shown_any = True
+            print(render_visible(args.principal, shown))
+    if not shown_any:
+        where = f" in {args.within}" if args.within else ""
+        what = f"no {args.type} " if args.type else "nothing "
+        print(f"{args.principal} sees {what}{where}".rstrip())
+    return EXIT_OK
+
+
+def _fits(authorizer: Any, entity_type: str, within: str | None) -> bool:
+    if within is None:
+        return True
+    from dsl.check import ancestor_types
+
+    parent = authorizer.entity(within)
+    return parent.type in ancestor_types(authorizer.policy, entity_type)
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    from privilog.scenario import run_scenarios
+
+    results, passed, failed = run_scenarios([Path(p) for p in args.scenarios], args.policy)
+    for result in results:
+        if not result.passed:
+            print(result.line())
+    print(f"{passed} passed, {failed} failed")
+    return EXIT_OK if failed == 0 else EXIT_DENY
+
+
+def cmd_fmt(args: argparse.Namespace) -> int:
+    import dsl
+
+    status = EXIT_OK
+    for name in args.files:
+        path = dsl.resolve_policy_path(name)
+        text = path.read_text(encoding="utf-8")
+        formatted = dsl.format_text(text, str(path))
+        if args.check:
+            if formatted != text:
+                print(f"{path}: not in canonical form (run `privilog fmt --write {name}`)")
+                status = EXIT_DENY
+        elif args.write:
+            if formatted != text:
+                path.write_text(formatted, encoding="utf-8")
+                print(f"formatted {path}")
+        else:
+            sys.stdout.write(formatted)
+    return status
+
+
+def cmd_ops(args: argparse.Namespace) -> int:
+    import dsl
+    from dsl.format import format_requirements
+
+    policy = dsl.load_policy(args.policy)
+    for op in policy.operations:
+        params = " ".join(f"${p.name}:{p.type}" for p in op.params)
+        reqs = ", ".join(format_requirements(op.requirements)) or "nothing"
+        print(f"{op.qualified:36} {op.verb.value} {reqs}" + (f"   [{params}]" if params else ""))
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="privilog",
+        description="CDAP authorization policies as Datalog: check, list, explain and test them.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def common(p: argparse.ArgumentParser, world: bool = True) -> None:
+        p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
+        if world:
+            p.add_argument("--world", help="a world file (YAML or JSON); default: an empty world")
+
+    for name, text in (
+        ("check", "decide a request: exit 0 allowed, 1 denied"),
+        ("why", "explain a decision: the proof, or what is unmet and what would allow it"),
+    ):
+        p = sub.add_parser(name, help=text, description=text)
+        p.add_argument("principal", help="who acts, e.g. user:alice")
+        p.add_argument("operation", help="TYPE.OPERATION, e.g. namespace.create (see `privilog ops`)")
+        p.add_argument("entity", help="the entity, e.g. namespace:ns1")
+        p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE", help="a request argument")
+        common(p)
+        p.add_argument("--json", action="store_true", help="print the decision as one JSON object")
+        if name == "check":
+            p.add_argument("--explain", action="store_true", help="print the proof tree, as `why` does")
+        p.set_defaults(run=cmd_check)
+
+    p = sub.add_parser("list", help="what a principal may see", description="what a principal may see")
+    p.add_argument("principal")
+    p.add_argument("type", nargs="?", help="an entity type; default: every listable type")
+    p.add_argument("--in", dest="within", metavar="PARENT", help="only entities inside PARENT")
+    common(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_list)
+
+    p = sub.add_parser("test", help="run scenario files", description="run scenario files (DESIGN.md)")
+    p.add_argument("scenarios", nargs="+", metavar="SCENARIO.yaml")
+    p.add_argument("--policy", default=None, help="run every scenario against this policy instead")
+    p.set_defaults(run=cmd_test)
+
+    p = sub.add_parser("fmt", help="print policies in canonical form", description="print policies in canonical form")
+    p.add_argument("files", nargs="+", metavar="POLICY")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="exit 1 if a file is not in canonical form")
+    mode.add_argument("--write", action="store_true", help="rewrite files in place")
+    p.set_defaults(run=cmd_fmt)
+
+    p = sub.add_parser("ops", help="list a policy's operations", description="list a policy's operations")
+    common(p, world=False)
+    p.set_defaults(run=cmd_ops)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from dsl.errors import PrivilogError
+
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.run(args))
+    except UsageError as error:
+        print(error, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except PrivilogError as error:
+        print(str(error) if error.located else f"privilog: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("privilog: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as error:  # a bug in privilog, not bad input: never an allow, never a bare traceback
+        if os.environ.get("PRIVILOG_DEBUG"):
+            raise
+        print(
+            f"privilog: internal error ({type(error).__name__}: {error}); "
+            "rerun with PRIVILOG_DEBUG=1 for the traceback and report it",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())
