@@ -1,0 +1,69 @@
+"""Entity and principal ids: parsing, validation, and the hierarchy they imply."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.ids import EntityId, IdError, parse_principal
+
+
+@pytest.mark.parametrize(
+    ("text", "parent"),
+    [
+        ("namespace:ns1", "instance:cdap"),
+        ("application:ns1.app", "namespace:ns1"),
+        ("program:ns1.app.mapreduce.p", "application:ns1.app"),
+        ("schedule:ns1.app.nightly", "application:ns1.app"),
+        ("artifact:ns1.etl-lib", "namespace:ns1"),
+        ("dataset:ns1.a.b.c", "namespace:ns1"),
+        ("dataset_module:ns1.com.example.Mod", "namespace:ns1"),
+        ("dataset_type:ns1.table", "namespace:ns1"),
+        ("stream:ns1.clicks", "namespace:ns1"),
+        ("securekey:ns1.pw", "namespace:ns1"),
+    ],
+)
+def test_parent_comes_from_the_id(text: str, parent: str) -> None:
+    entity = EntityId.parse(text)
+    assert str(entity) == text
+    assert str(entity.parent()) == parent
+
+
+def test_top_level_entities_have_no_parent() -> None:
+    assert EntityId.parse("kerberosprincipal:alice/host@EXAMPLE.COM").parent() is None
+    assert EntityId.parse("instance:cdap").parent() is None
+
+
+def test_dataset_names_split_at_the_first_dot_only() -> None:
+    assert EntityId.parse("dataset:ns1.sales.2024").parts == ("ns1", "sales.2024")
+
+
+def test_ancestors_nearest_first() -> None:
+    chain = EntityId.parse("program:ns1.app.service.api").ancestors(instance="prod")
+    assert [str(e) for e in chain] == ["application:ns1.app", "namespace:ns1", "instance:prod"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("ns1", "expected TYPE:NAME"),
+        ("namespce:ns1", "did you mean `namespace`?"),
+        ("namespace:ns.1", "malformed namespace id"),
+        ("program:ns1.app.api", "expected the form `program:ns1.app.service.api`"),
+        ("program:ns1.app.job.p", "malformed program id"),
+        ("application:ns1", "malformed application id"),
+        ("dataset:ns1", "malformed dataset id"),
+        ("dataset:", "malformed dataset id"),
+        ("stream:ns1.a b", "malformed stream id"),
+    ],
+)
+def test_malformed_ids_say_what_is_expected(text: str, message: str) -> None:
+    with pytest.raises(IdError, match=message.replace("(", r"\(").replace(".", r"\.").replace("?", r"\?")):
+        EntityId.parse(text)
+
+
+def test_principals() -> None:
+    assert parse_principal("group:eng") == "group:eng"
+    with pytest.raises(IdError, match="did you mean `user:alice`"):
+        parse_principal("alice")
+    with pytest.raises(IdError, match="expected user:NAME"):
+        parse_principal("team:eng")
