@@ -52,9 +52,10 @@ class Generated:
     world: World
     by_type: dict[str, list[EntityId]] = field(default_factory=dict)
     small_namespaces: list[EntityId] = field(default_factory=list)
+    # (namespace, user with ADMIN on all of it, user with ADMIN on part of it)
+    small_owners: list[tuple[EntityId, str, str]] = field(default_factory=list)
     users: list[str] = field(default_factory=list)
     groups: list[str] = field(default_factory=list)
-    seconds: float = 0.0
 
     def stats(self) -> dict[str, int]:
         existing = self.world.existing()
@@ -153,6 +154,7 @@ def generate(n_grants: int, seed: int = 42) -> Generated:
     # Fixed grants in the small namespaces: one full owner, one partial.
     for ns, inside in zip(gen.small_namespaces, small_contents, strict=True):
         full, partial = rng.sample(gen.users, 2)
+        gen.small_owners.append((ns, full, partial))
         for e in inside:
             world.grants.add(Grant(full, "ADMIN", e))
         world.grants.add(Grant(partial, "ADMIN", ns))

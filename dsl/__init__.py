@@ -23,10 +23,11 @@ from dsl.lower import lower
 from dsl.parser import parse_tree
 
 __all__ = [
+    "PRELUDE",
+    "Policy",
     "PolicyError",
     "PolicyErrors",
     "PrivilogError",
-    "Policy",
     "format_policy",
     "format_text",
     "load_policy",
@@ -34,7 +35,6 @@ __all__ = [
     "parse_unchecked",
     "resolve_policy_path",
     "rules_dir",
-    "PRELUDE",
 ]
 
 PRELUDE = "prelude/requirements"
@@ -58,9 +58,7 @@ def resolve_policy_path(name: str, relative_to: Path | None = None) -> Path:
         if candidate.is_file():
             return candidate
     shipped = sorted(p.stem for p in rules_dir().glob("*.policy"))
-    raise PrivilogError(
-        f"no policy `{name}`: not a file, and not one of the shipped policies ({', '.join(shipped)})"
-    )
+    raise PrivilogError(f"no policy `{name}`: not a file, and not one of the shipped policies ({', '.join(shipped)})")
 
 
 def parse_unchecked(text: str, file: str = "<policy>") -> Policy:

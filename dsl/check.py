@@ -14,7 +14,7 @@ from dataclasses import replace
 import networkx as nx
 
 from dsl.errors import PolicyError, PolicyErrors, did_you_mean
-from dsl.ir import Atom, Comparison, Operation, Option, Policy, Requirement, Rule, Scope, Target, Var
+from dsl.ir import Atom, Comparison, Operation, Option, Policy, Requirement, Rule, Scope, Span, Target, Var
 
 BOOL = "bool"
 
@@ -23,9 +23,9 @@ def _vocabulary(policy: Policy) -> list[PolicyError]:
     errors: list[PolicyError] = []
     seen: dict[str, str] = {}
 
-    def claim(name: str, kind: str, span: object) -> None:
+    def claim(name: str, kind: str, span: Span) -> None:
         if name in seen:
-            errors.append(PolicyError(f"`{name}` is declared twice (as {seen[name]} and as {kind})", span))  # type: ignore[arg-type]
+            errors.append(PolicyError(f"`{name}` is declared twice (as {seen[name]} and as {kind})", span))
         else:
             seen[name] = kind
 
@@ -110,14 +110,18 @@ def _check_target(policy: Policy, op: Operation, target: Target, errors: list[Po
         case Scope.PARENT:
             if not ancestor_types(policy, op.entity_type):
                 errors.append(
-                    PolicyError(f"`{op.entity_type}` has no parent", target.span, "declare it with `entity X in PARENT`")
+                    PolicyError(
+                        f"`{op.entity_type}` has no parent", target.span, "declare it with `entity X in PARENT`"
+                    )
                 )
         case Scope.ANCESTOR:
             ancestors = ancestor_types(policy, op.entity_type)
             if target.param not in ancestors:
                 if policy.entity_type(target.param) is None:
                     names = [t.name for t in policy.entity_types] + ["self", "parent"]
-                    hint = did_you_mean(target.param, names) or "a target is self, parent, a type that encloses this one, $arg, every ..., or self or descendant"
+                    hint = did_you_mean(target.param, names) or (
+                        "a target is self, parent, an enclosing type, $arg, every ..., or self or descendant"
+                    )
                     errors.append(PolicyError(f"unknown target `{target.param}`", target.span, hint))
                 else:
                     errors.append(
@@ -144,7 +148,7 @@ def _check_target(policy: Policy, op: Operation, target: Target, errors: list[Po
                     PolicyError(
                         f"unknown request argument `${target.param}` of `{op.qualified}`",
                         target.span,
-                        did_you_mean(target.param, params) and f"did you mean `${did_you_mean(target.param, params)[14:-2]}`?"
+                        did_you_mean(target.param, params, sigil="$")
                         or f"declare it: `{op.name}(${target.param}: TYPE) requires ...`",
                     )
                 )
@@ -169,12 +173,12 @@ def _check_requirement(policy: Policy, op: Operation, req: Requirement, errors: 
         options.append(replace(option, actions=actions))
     if req.condition is not None and req.condition.argument not in {p.name for p in op.params}:
         names = [p.name for p in op.params]
-        hint = did_you_mean(req.condition.argument, names)
         errors.append(
             PolicyError(
                 f"unknown request argument `${req.condition.argument}` of `{op.qualified}`",
                 req.condition.span,
-                hint.replace("`", "`$", 1) if hint else f"declare it: `{op.name}(${req.condition.argument}: bool) ...`",
+                did_you_mean(req.condition.argument, names, sigil="$")
+                or f"declare it: `{op.name}(${req.condition.argument}: bool) ...`",
             )
         )
     return replace(req, options=tuple(options))
@@ -254,7 +258,8 @@ def _relations(policy: Policy, errors: list[PolicyError]) -> None:
                     PolicyError(
                         f"unknown relation `{literal.predicate}`",
                         literal.span,
-                        did_you_mean(literal.predicate, arity) or "declare it with `relation NAME(COLUMNS)` or define it with a rule",
+                        did_you_mean(literal.predicate, arity)
+                        or "declare it with `relation NAME(COLUMNS)` or define it with a rule",
                     )
                 )
 
@@ -275,9 +280,7 @@ def _safety(policy: Policy, errors: list[PolicyError]) -> None:
                 )
         for literal in rule.body:
             needs: Iterable[str] = ()
-            if isinstance(literal, Atom) and literal.negated:
-                needs = literal.variables
-            elif isinstance(literal, Comparison):
+            if (isinstance(literal, Atom) and literal.negated) or isinstance(literal, Comparison):
                 needs = literal.variables
             for name in needs:
                 if name not in bound:
@@ -298,7 +301,8 @@ def dependency_graph(rules: Iterable[Rule]) -> nx.DiGraph:
         graph.add_node(rule.head.predicate)
         for literal in rule.body:
             if isinstance(literal, Atom):
-                negative = literal.negated or graph.get_edge_data(literal.predicate, rule.head.predicate, {}).get("negative", False)
+                earlier = graph.get_edge_data(literal.predicate, rule.head.predicate, {})
+                negative = literal.negated or earlier.get("negative", False)
                 graph.add_edge(literal.predicate, rule.head.predicate, negative=negative, span=literal.span)
     return graph
 
@@ -350,10 +354,14 @@ def _stratification(policy: Policy, errors: list[PolicyError]) -> None:
                     return
 
 
+def _vocabulary_pass(policy: Policy, errors: list[PolicyError]) -> None:
+    errors.extend(_vocabulary(policy))
+
+
 Pass = Callable[[Policy, list[PolicyError]], "Policy | None"]
 
 PASSES: tuple[tuple[str, Pass], ...] = (
-    ("vocabulary", lambda p, e: e.extend(_vocabulary(p))),  # type: ignore[func-returns-value]
+    ("vocabulary", _vocabulary_pass),
     ("operations", _operations),
     ("relations", _relations),
     ("safety", _safety),

@@ -66,11 +66,13 @@ class PolicyErrors(PrivilogError):
         return PolicyErrors([e.with_source(source) for e in self.errors])
 
 
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
+def did_you_mean(word: str, choices: Iterable[str], sigil: str = "") -> str:
     """A hint naming the closest of ``choices`` to ``word``, or an empty string.
 
     >>> did_you_mean("ADMN", ["READ", "ADMIN"])
     'did you mean `ADMIN`?'
+    >>> did_you_mean("ownr", ["owner"], sigil="$")
+    'did you mean `$owner`?'
     >>> did_you_mean("zzz", ["READ"])
     ''
     """
@@ -78,4 +80,4 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)
     if not close:
         close = [c for c in pool if c.lower() == word.lower()]
-    return f"did you mean `{close[0]}`?" if close else ""
+    return f"did you mean `{sigil}{close[0]}`?" if close else ""

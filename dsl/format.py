@@ -124,14 +124,13 @@ def format_policy(policy: Policy) -> str:
     return "\n".join(out).strip() + "\n"
 
 
-
 def format_text(text: str, file: str = "<policy>") -> str:
     """Canonical text of a policy source, keeping its statement order and its comments.
 
     A comment stays with the statement it precedes (or ends); one blank line
     is kept where the source had any.
     """
-    from lark import Token
+    from lark import Token, Tree
 
     from dsl.lower import _Lowering
     from dsl.parser import parse_tree
@@ -154,7 +153,7 @@ def format_text(text: str, file: str = "<policy>") -> str:
             last_line = comment.line or 0
 
     for node in tree.children:
-        if not hasattr(node, "data"):
+        if not isinstance(node, Tree):
             continue
         start, end = node.meta.line, node.meta.end_line
         emit_comments(start)

@@ -8,7 +8,7 @@ formatting equals the policy it was formatted from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 
 @dataclass(frozen=True, order=True)
@@ -28,11 +28,7 @@ class Span:
 NO_SPAN = Span()
 
 
-def _span() -> Span:
-    return field(default=NO_SPAN, compare=False, repr=False, hash=False)  # type: ignore[no-any-return]
-
-
-class Scope(str, Enum):
+class Scope(StrEnum):
     """Which entity an option of a requirement is about, relative to the request."""
 
     SELF = "self"
@@ -54,7 +50,7 @@ class Target:
 
     scope: Scope
     param: str = ""
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
     def __str__(self) -> str:
         match self.scope:
@@ -84,7 +80,7 @@ class Option:
     actions: tuple[str, ...]
     targets: tuple[Target, ...]
     written: tuple[str, ...] = field(default=(), compare=False)
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -93,7 +89,7 @@ class Condition:
 
     argument: str
     present: bool = True
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"${self.argument}" if self.present else f"not ${self.argument}"
@@ -109,7 +105,7 @@ class Requirement:
 
     options: tuple[Option, ...]
     condition: Condition | None = None
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -118,10 +114,10 @@ class Param:
 
     name: str
     type: str
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
-class Verb(str, Enum):
+class Verb(StrEnum):
     REQUIRES = "requires"
     SHOWS = "shows"  # a listing: the requirement says which candidates are shown
 
@@ -135,7 +131,7 @@ class Operation:
     verb: Verb
     requirements: tuple[Requirement, ...]
     params: tuple[Param, ...] = ()
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
     @property
     def qualified(self) -> str:
@@ -147,14 +143,14 @@ class Operation:
 class EntityType:
     name: str
     parent: str | None = None
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class ActionSet:
     name: str
     actions: tuple[str, ...]
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -163,7 +159,7 @@ class Relation:
 
     name: str
     columns: tuple[str, ...]
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
     @property
     def arity(self) -> int:
@@ -173,7 +169,7 @@ class Relation:
 @dataclass(frozen=True)
 class Var:
     name: str
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
     def __str__(self) -> str:
         return self.name
@@ -182,7 +178,7 @@ class Var:
 @dataclass(frozen=True)
 class Const:
     value: str
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
     def __str__(self) -> str:
         return self.value
@@ -196,7 +192,7 @@ class Atom:
     predicate: str
     terms: tuple[Term, ...]
     negated: bool = False
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
     @property
     def variables(self) -> tuple[str, ...]:
@@ -208,7 +204,7 @@ class Comparison:
     left: Term
     operator: str
     right: Term
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
     @property
     def variables(self) -> tuple[str, ...]:
@@ -224,7 +220,7 @@ class Rule:
 
     head: Atom
     body: tuple[Literal, ...] = ()
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -240,7 +236,7 @@ class Policy:
     operations: tuple[Operation, ...]
     rules: tuple[Rule, ...]
     includes: tuple[str, ...] = ()
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
     def operation(self, qualified: str) -> Operation | None:
         """The operation named ``type.name``, or None."""

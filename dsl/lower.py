@@ -126,20 +126,15 @@ class _Lowering:
             return
         params: tuple[Param, ...] = ()
         rest = list(node.children[1:])
-        if isinstance(rest[0], Tree) and rest[0].data == "params":
-            params = tuple(self._param(p) for p in rest.pop(0).children if isinstance(p, Tree))
+        first = rest[0]
+        if isinstance(first, Tree) and first.data == "params":
+            rest.pop(0)
+            params = tuple(self._param(p) for p in first.children if isinstance(p, Tree))
         verb_token, requirements = rest
         verb = Verb(str(verb_token))
         assert isinstance(requirements, Tree)
-        reqs = tuple(
-            half
-            for r in requirements.children
-            if isinstance(r, Tree)
-            for half in self._requirement(r)
-        )
-        self.operations.append(
-            Operation(self.block, str(name), verb, reqs, params, self.span(node))
-        )
+        reqs = tuple(half for r in requirements.children if isinstance(r, Tree) for half in self._requirement(r))
+        self.operations.append(Operation(self.block, str(name), verb, reqs, params, self.span(node)))
 
     def _param(self, node: Tree[Token]) -> Param:
         arg, type_name = node.children

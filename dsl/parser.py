@@ -137,7 +137,8 @@ def _error(exc: UnexpectedInput, file: str, text: str) -> PolicyError:
     line = getattr(exc, "line", 0) or 0
     column = getattr(exc, "column", 0) or 0
     if isinstance(exc, UnexpectedCharacters):
-        char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else ""
+        position = exc.pos_in_stream or 0
+        char = text[position] if position < len(text) else ""
         span = Span(file, line, column, line, column + 1)
         return PolicyError(
             f"unexpected character `{char}`",
@@ -148,9 +149,7 @@ def _error(exc: UnexpectedInput, file: str, text: str) -> PolicyError:
     if isinstance(exc, UnexpectedEOF):
         lines = text.splitlines() or [""]
         span = Span(file, len(lines), len(lines[-1]) + 1)
-        return PolicyError(
-            f"unexpected end of file, expected {_describe(set(exc.expected))}", span, "", text
-        )
+        return PolicyError(f"unexpected end of file, expected {_describe(set(exc.expected))}", span, "", text)
     assert isinstance(exc, UnexpectedToken)
     token = exc.token
     if token.type == "$END":
@@ -163,9 +162,7 @@ def _error(exc: UnexpectedInput, file: str, text: str) -> PolicyError:
         hint = "a Datalog rule or fact ends with `.`"
     elif token.type == "_NL":
         hint = "to continue a statement on the next line, end the line with `,` or `|`"
-    return PolicyError(
-        f"unexpected {_found(token)}, expected {_describe(set(exc.expected))}", span, hint, text
-    )
+    return PolicyError(f"unexpected {_found(token)}, expected {_describe(set(exc.expected))}", span, hint, text)
 
 
 def parse_tree(text: str, file: str = "<policy>", comments: list[Token] | None = None) -> Tree[Token]:

@@ -114,9 +114,7 @@ class Authorizer:
         op = self.operation(operation)
         target = self.entity(entity)
         if target.type != op.entity_type:
-            raise RequestError(
-                f"`{op.qualified}` acts on a {op.entity_type}, but `{target}` is a {target.type}"
-            )
+            raise RequestError(f"`{op.qualified}` acts on a {op.entity_type}, but `{target}` is a {target.type}")
         return Request(who, op.qualified, target, self._args(op, args or {}))
 
     def _args(self, op: Operation, args: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
@@ -152,8 +150,10 @@ class Authorizer:
         # the hierarchy comes from its id, for this evaluation only.
         child_of, is_a = self._facts.get("child_of", set()), self._facts.get("is_a", set())
         chain = [request.entity, *request.entity.ancestors(self.world.instance)]
-        facts["is_a"] = {(str(e), e.type) for e in chain} - is_a
-        facts["child_of"] = {(str(a), str(b)) for a, b in itertools.pairwise(chain)} - child_of
+        types: set[Row] = {(str(e), e.type) for e in chain}
+        links: set[Row] = {(str(a), str(b)) for a, b in itertools.pairwise(chain)}
+        facts["is_a"] = types - is_a
+        facts["child_of"] = links - child_of
         return facts
 
     def _evaluate(self, requests: list[Request]) -> tuple[dict[str, Request], dict[str, set[Row]]]:
@@ -213,7 +213,12 @@ class Authorizer:
         )
 
     def _outcome(
-        self, rid: str, iid: str, request: Request, requirement: Requirement, applies: bool,
+        self,
+        rid: str,
+        iid: str,
+        request: Request,
+        requirement: Requirement,
+        applies: bool,
         answers: Mapping[str, set[Row]],
     ) -> Outcome:
         witnesses = sorted(
@@ -347,7 +352,8 @@ class Authorizer:
         """The operation that lists entities of a type (the one the policy marks `shows`)."""
         if self.policy.entity_type(entity_type) is None:
             types = [t.name for t in self.policy.entity_types]
-            raise RequestError(f"unknown entity type `{entity_type}`: {did_you_mean(entity_type, types) or 'types are ' + ', '.join(types)}")
+            hint = did_you_mean(entity_type, types) or "types are " + ", ".join(types)
+            raise RequestError(f"unknown entity type `{entity_type}`: {hint}")
         for op in self.policy.operations:
             if op.entity_type == entity_type and op.verb is Verb.SHOWS:
                 return op
@@ -364,7 +370,8 @@ class Authorizer:
             raise RequestError(f"a {entity_type} is never inside a {parent.type} such as `{parent}`")
         existing = self.world.existing()
         candidates = sorted(
-            e for e in existing
+            e
+            for e in existing
             if e.type == entity_type and (parent is None or parent in e.ancestors(self.world.instance))
         )
         if not candidates:
@@ -381,4 +388,3 @@ class Authorizer:
 
 def _types_inside(policy: Policy, type_name: str) -> set[str]:
     return {t.name for t in policy.entity_types if type_name in ancestor_types(policy, t.name)}
-

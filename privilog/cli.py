@@ -78,7 +78,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         )
         return EXIT_OK
     shown_any = False
-    for entity_type, shown in result.items():
+    for shown in result.values():
         if shown:
             shown_any = True
             print(render_visible(args.principal, shown))

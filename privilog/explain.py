@@ -54,7 +54,8 @@ def _outcome_lines(decision: Decision, outcome: Outcome) -> tuple[str, list[str]
         if len(outcome.witnesses) > 3:
             details.append(f"and {len(outcome.witnesses) - 3} more grants")
         if outcome.covered and not outcome.witnesses:
-            details.append(f"{request.principal} holds it on all {len(outcome.covered)} entities: {_entities(outcome.covered)}")
+            count = len(outcome.covered)
+            details.append(f"{request.principal} holds it on all {count} entities: {_entities(outcome.covered)}")
         elif not outcome.witnesses:
             details.append("there is nothing inside to hold it on")
         return f"{label}: met", details

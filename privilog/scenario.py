@@ -170,12 +170,21 @@ class ScenarioRunner:
         return CaseResult(where, name, False, f"expected {verdict}, got {render_short(decision)}")
 
     def _judge_visible(
-        self, authorizer: Authorizer, fields: dict[str, Located], principal: str, operation: str,
-        wanted: Located, name: str, where: str,
+        self,
+        authorizer: Authorizer,
+        fields: dict[str, Located],
+        principal: str,
+        operation: str,
+        wanted: Located,
+        name: str,
+        where: str,
     ) -> CaseResult:
         op = authorizer.operation(operation)
         within = str(fields["in"].value) if "in" in fields else None
-        expected = {str(authorizer.entity(str(v))) for v in _plain(wanted) or []}  # type: ignore[union-attr]
+        listed = _plain(wanted)
+        if not isinstance(listed, list):
+            raise _fail(wanted, "`visible` is a list of entity ids")
+        expected = {str(authorizer.entity(str(v))) for v in listed}
         shown = {str(v.entity) for v in authorizer.visible(principal, op.entity_type, within)}
         if shown == expected:
             return CaseResult(where, name, True)

@@ -94,10 +94,7 @@ class PyDatalogBackend:
     def query(self, relation: str, bound: Mapping[int, str] | None = None) -> set[Row]:
         bound = bound or {}
         arity = self.program.relations[relation]
-        terms = [
-            pyEngine.Const(bound[i]) if i in bound else pyEngine.Var(f"Q{i}")
-            for i in range(arity)
-        ]
+        terms = [pyEngine.Const(bound[i]) if i in bound else pyEngine.Var(f"Q{i}") for i in range(arity)]
         with self._active():
             answer = pyEngine.Literal(relation, terms).ask()
         if answer is True:
