@@ -14,7 +14,7 @@ from engine.world import World
 
 def test_unknown_operation_is_an_error_not_a_deny() -> None:
     authz = privilog.load("cdap")
-    with pytest.raises(privilog.RequestError, match="did you mean `namespace.delete`"):
+    with pytest.raises(privilog.RequestError, match=r"did you mean `namespace\.delete`"):
         authz.request("user:a", "namespace.delet", "namespace:ns1")
 
 
