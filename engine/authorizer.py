@@ -208,7 +208,7 @@ class Authorizer:
             False,
             decision.outcomes,
             self.policy.name,
-            fixes=self._fixes(request, op, decision.unmet),
+            fixes=self._fixes(request, decision.unmet),
             remaining=self._remaining(request, decision.unmet),
         )
 
@@ -277,11 +277,18 @@ class Authorizer:
 
     # ---- what would allow it -------------------------------------------------------
 
-    def _option_entities(self, request: Request, scope: Scope, param: str) -> list[EntityId]:
+    def _option_entities(self, request: Request, scope: Scope, param: str, exhaustive: bool) -> list[EntityId]:
+        """The entities a grant would have to name to meet an option (for "self or descendant",
+        the entity itself, or with ``exhaustive`` each existing descendant as well)."""
         entity = request.entity
         match scope:
-            case Scope.SELF | Scope.SELF_OR_DESCENDANT:
+            case Scope.SELF:
                 return [entity]
+            case Scope.SELF_OR_DESCENDANT:
+                if not exhaustive:
+                    return [entity]
+                inside = [e for e in self.world.existing() if entity in e.ancestors(self.world.instance)]
+                return [entity, *sorted(inside)]
             case Scope.PARENT:
                 parent = entity.parent(self.world.instance)
                 return [parent] if parent else []
@@ -294,8 +301,11 @@ class Authorizer:
                 return []
         raise AssertionError(scope)
 
-    def _alternatives(self, request: Request, op: Operation, outcome: Outcome) -> list[frozenset[Change]]:
-        """Each way to meet one unmet requirement: a set of changes."""
+    def _alternatives(self, request: Request, outcome: Outcome, exhaustive: bool = False) -> list[frozenset[Change]]:
+        """Each way to meet one unmet requirement: a set of changes.
+
+        With ``exhaustive``, every grant that would do (not only the smallest), and no memberships.
+        """
         _, requirement = self.program.requirements[outcome.id]
         who = request.principal
         mine = self.world.groups_of(who)
@@ -306,9 +316,11 @@ class Authorizer:
                     for action in option.actions:
                         ways.append(frozenset(GrantChange(who, action, d) for d in outcome.lacking))
                     continue
-                for entity in self._option_entities(request, target.scope, target.param):
+                for entity in self._option_entities(request, target.scope, target.param, exhaustive):
                     for action in option.actions:
                         ways.append(frozenset({GrantChange(who, action, entity)}))
+                        if exhaustive:
+                            continue
                         for grant in sorted(self.world.grants):
                             if (
                                 grant.action == action
@@ -320,10 +332,10 @@ class Authorizer:
                                 ways.append(frozenset({MembershipChange(who, grant.principal)}))
         return ways
 
-    def _fixes(self, request: Request, op: Operation, unmet: tuple[Outcome, ...]) -> tuple[tuple[Change, ...], ...]:
+    def _fixes(self, request: Request, unmet: tuple[Outcome, ...]) -> tuple[tuple[Change, ...], ...]:
         if not unmet:
             return ()
-        per_requirement = [self._alternatives(request, op, o) for o in unmet]
+        per_requirement = [self._alternatives(request, o) for o in unmet]
         if any(not ways for ways in per_requirement):
             return ()  # some requirement cannot be met by a change of grants (an argument is missing)
         candidates: set[frozenset[Change]] = set()
@@ -333,6 +345,24 @@ class Authorizer:
         best = [c for c in candidates if len(c) == smallest]
         best.sort(key=lambda c: (sum(isinstance(x, MembershipChange) for x in c), sorted(map(str, c))))
         return tuple(tuple(sorted(c, key=str)) for c in best[:MAX_FIXES])
+
+    def minimal_grant_sets(self, decision: Decision, limit: int = 256) -> list[frozenset[GrantChange]]:
+        """Every inclusion-minimal set of new grants that would meet all of a decision's unmet
+        requirements (up to ``limit`` of them), for comparing policies exactly."""
+        if decision.allowed:
+            return [frozenset()]
+        per_requirement = [self._alternatives(decision.request, o, exhaustive=True) for o in decision.unmet]
+        if any(not ways for ways in per_requirement):
+            return []
+        candidates = {frozenset().union(*c) for c in itertools.islice(itertools.product(*per_requirement), 50000)}
+        ordered = sorted(candidates, key=lambda c: (len(c), sorted(map(str, c))))
+        minimal: list[frozenset[GrantChange]] = []
+        for candidate in ordered:
+            if not any(m <= candidate for m in minimal):
+                minimal.append(frozenset(c for c in candidate if isinstance(c, GrantChange)))
+            if len(minimal) >= limit:
+                break
+        return minimal
 
     def _remaining(self, request: Request, unmet: tuple[Outcome, ...]) -> tuple[EntityId, ...]:
         """What a partial delete would leave: each entity lacking ADMIN, and what encloses it."""

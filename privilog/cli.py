@@ -130,6 +130,37 @@ def cmd_fmt(args: argparse.Namespace) -> int:
     return status
 
 
+def cmd_diff(args: argparse.Namespace) -> int:
+    import dsl
+    from engine.compare import Comparison
+    from privilog.api import load_world_for
+    from privilog.report import render_diff, render_world_diff, world_diff_json
+
+    left, right = dsl.load_policy(args.left), dsl.load_policy(args.right)
+    comparison = Comparison(left, right, args.left, args.right)
+    if args.world:
+        world = load_world_for(left, args.world)
+        load_world_for(right, args.world)  # the world must make sense to both policies
+        changed = comparison.compare_world(world)
+        if args.json:
+            _print_json(world_diff_json(args.left, args.right, changed))
+        else:
+            print(render_world_diff(args.left, args.right, changed))
+        return EXIT_DENY if changed else EXIT_OK
+    diffs = comparison.compare(args.witnesses)
+    if args.json:
+        _print_json(
+            {
+                "left": args.left,
+                "right": args.right,
+                "operations": [d.to_json() for d in diffs if d.differs],
+            }
+        )
+    else:
+        print(render_diff(args.left, args.right, diffs))
+    return EXIT_DENY if any(d.differs for d in diffs) else EXIT_OK
+
+
 def cmd_ops(args: argparse.Namespace) -> int:
     import dsl
     from dsl.format import format_requirements
@@ -188,6 +219,20 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--check", action="store_true", help="exit 1 if a file is not in canonical form")
     mode.add_argument("--write", action="store_true", help="rewrite files in place")
     p.set_defaults(run=cmd_fmt)
+
+    p = sub.add_parser(
+        "diff",
+        help="what changes between two policies, with a checked witness for each difference",
+        description="Compare two policies: for each operation, the requirements side by side where they differ "
+        "and a witness (a world and a request one allows and the other denies), or with --world every "
+        "decision in that world that changes. Exit 0 when they agree, 1 when they differ.",
+    )
+    p.add_argument("left", metavar="POLICY_A")
+    p.add_argument("right", metavar="POLICY_B")
+    p.add_argument("--world", help="compare every decision in this world instead")
+    p.add_argument("--witnesses", type=int, default=1, metavar="N", help="witnesses per direction (default 1)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_diff)
 
     p = sub.add_parser("ops", help="list a policy's operations", description="list a policy's operations")
     common(p, world=False)
