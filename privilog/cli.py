@@ -237,6 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ops", help="list a policy's operations", description="list a policy's operations")
     common(p, world=False)
     p.set_defaults(run=cmd_ops)
+
+    # Commands that live in their own modules register themselves here; each module's
+    # `register(sub)` adds its parsers with `set_defaults(run=...)`.
     return parser
 
 
