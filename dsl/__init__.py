@@ -79,6 +79,7 @@ def _merge(main: Policy, included: list[Policy]) -> Policy:
         relations=tuple(r for p in parts for r in p.relations),
         operations=tuple(o for p in parts for o in p.operations),
         rules=tuple(r for p in parts for r in p.rules),
+        properties=tuple(q for p in parts for q in p.properties),
     )
 
 

@@ -264,6 +264,23 @@ def _relations(policy: Policy, errors: list[PolicyError]) -> None:
                 )
 
 
+def _properties(policy: Policy, errors: list[PolicyError]) -> None:
+    defined = {r.head.predicate for r in policy.rules} | {r.name for r in policy.relations}
+    seen: set[str] = set()
+    for prop in policy.properties:
+        if prop.name in seen:
+            errors.append(PolicyError(f"property `{prop.name}` is declared twice", prop.span))
+        seen.add(prop.name)
+        if not prop.checker and prop.name not in defined:
+            errors.append(
+                PolicyError(
+                    f"property `{prop.name}` names no relation",
+                    prop.span,
+                    f"define its counterexamples with a rule `{prop.name}(...) :- ...`, or name a checker with `by`",
+                )
+            )
+
+
 def _safety(policy: Policy, errors: list[PolicyError]) -> None:
     for rule in policy.rules:
         bound = {v for b in rule.body if isinstance(b, Atom) and not b.negated for v in b.variables}
@@ -364,6 +381,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("vocabulary", _vocabulary_pass),
     ("operations", _operations),
     ("relations", _relations),
+    ("properties", _properties),
     ("safety", _safety),
     ("stratification", _stratification),
 )

@@ -110,6 +110,9 @@ def format_policy(policy: Policy) -> str:
         out.append("")
     for relation in policy.relations:
         out.append(f"relation {relation.name}({', '.join(relation.columns)})")
+    for prop in policy.properties:
+        sentence = f' "{prop.sentence}"' if prop.sentence else ""
+        out.append(f"property {prop.name}{sentence}" + (f" by {prop.checker}" if prop.checker else ""))
     block = None
     for op in policy.operations:
         if op.entity_type != block:
@@ -204,6 +207,12 @@ def _format_declaration(lowering: object, kind: str) -> str:
         case "entity_decl":
             t = lowering.entity_types[-1]
             return f"entity {t.name}" + (f" in {t.parent}" if t.parent else "")
+        case "property_decl":
+            prop = lowering.properties[-1]
+            text = f"property {prop.name}"
+            if prop.sentence:
+                text += f' "{prop.sentence}"'
+            return text + (f" by {prop.checker}" if prop.checker else "")
         case "relation_decl":
             r = lowering.relations[-1]
             return f"relation {r.name}({', '.join(r.columns)})"

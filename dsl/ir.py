@@ -167,6 +167,17 @@ class Relation:
 
 
 @dataclass(frozen=True)
+class Property:
+    """An invariant the policy promises: the relation ``name`` is empty in every world, or,
+    with ``checker``, what the named checker of proofs/ verifies (e.g. monotonic in grants)."""
+
+    name: str
+    sentence: str
+    checker: str = ""
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class Var:
     name: str
     span: Span = field(default=NO_SPAN, compare=False, repr=False)
@@ -236,6 +247,7 @@ class Policy:
     operations: tuple[Operation, ...]
     rules: tuple[Rule, ...]
     includes: tuple[str, ...] = ()
+    properties: tuple[Property, ...] = ()
     span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
     def operation(self, qualified: str) -> Operation | None:

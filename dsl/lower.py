@@ -25,6 +25,7 @@ from dsl.ir import (
     Option,
     Param,
     Policy,
+    Property,
     Relation,
     Requirement,
     Rule,
@@ -58,6 +59,7 @@ class _Lowering:
     operations: list[Operation] = field(default_factory=list)
     rules: list[Rule] = field(default_factory=list)
     includes: list[str] = field(default_factory=list)
+    properties: list[Property] = field(default_factory=list)
     errors: list[PolicyError] = field(default_factory=list)
     block: str | None = None
     policy_span: Span | None = None
@@ -108,6 +110,16 @@ class _Lowering:
     def _relation_decl(self, node: Tree[Token]) -> None:
         name, *columns = (str(t) for t in node.children)
         self.relations.append(Relation(name, tuple(columns), self.span(node)))
+
+    def _property_decl(self, node: Tree[Token]) -> None:
+        name = str(node.children[0])
+        sentence, checker = "", ""
+        for child in node.children[1:]:
+            if isinstance(child, Token) and child.type == "STRING":
+                sentence = _unquote(str(child))
+            elif isinstance(child, Token):
+                checker = str(child)
+        self.properties.append(Property(name, sentence, checker, self.span(node)))
 
     def _block_header(self, node: Tree[Token]) -> None:
         self.block = str(node.children[0])
@@ -284,5 +296,6 @@ def lower(tree: Tree[Token], file: str = "<policy>", default_name: str = "policy
         operations=tuple(state.operations),
         rules=tuple(state.rules),
         includes=tuple(state.includes),
+        properties=tuple(state.properties),
         span=Span(file, 1, 1),
     )
