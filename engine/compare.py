@@ -103,14 +103,15 @@ def _requirements(op: Operation | None) -> tuple[str, ...] | None:
     return tuple(format_requirements(op.requirements)) or ("nothing",)
 
 
-def _world_for(policy: Policy, op: Operation, params: list[Param]) -> tuple[EntityId, set[EntityId]]:
-    """The request's entity, and the entities of a world with it, one of each type inside it,
-    and the entities its arguments name."""
+def _world_for(policies: tuple[Policy, ...], op: Operation, params: list[Param]) -> tuple[EntityId, set[EntityId]]:
+    """The request's entity, and the entities of a world with it, one of each type inside it
+    (in either policy), and the entities its arguments name."""
     target = sample_entity(op.entity_type)
     entities = {target}
-    for entity_type in policy.entity_types:
-        if op.entity_type in ancestor_types(policy, entity_type.name) and entity_type.name in _SAMPLE_NAMES:
-            if parent_type(entity_type.name) is not None:
+    for policy in policies:
+        for entity_type in policy.entity_types:
+            inside = op.entity_type in ancestor_types(policy, entity_type.name)
+            if inside and entity_type.name in _SAMPLE_NAMES and parent_type(entity_type.name) is not None:
                 entities.add(sample_entity(entity_type.name))
     for param in params:
         if param.type in _SAMPLE_NAMES:
@@ -154,7 +155,7 @@ class Comparison:
 
     def _witnesses(self, a: Operation, b: Operation, limit: int) -> Iterator[Witness]:
         params = list({p.name: p for p in (*a.params, *b.params)}.values())
-        target, entities = _world_for(self.left, a, params)
+        target, entities = _world_for((self.left, self.right), a, params)
         found = dict.fromkeys(self._authorizers, 0)
         for args in _arg_choices(params):
             for first, second in ((self.left_name, self.right_name), (self.right_name, self.left_name)):
