@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -64,9 +65,19 @@ def resolve_policy_path(name: str, relative_to: Path | None = None) -> Path:
 def parse_unchecked(text: str, file: str = "<policy>") -> Policy:
     """Parse and lower one source, without its includes and without checks."""
     try:
-        return lower(parse_tree(text, file), file, Path(file).stem)
+        return lower(parse_tree(text, file), file, _default_name(file))
     except (PolicyError, PolicyErrors) as error:
         raise error.with_source(text) from None
+
+
+def _default_name(file: str) -> str:
+    """A policy without a `policy` line is named after its file, as a name the language can write.
+
+    >>> _default_name("<policy>"), _default_name("rules/cdap-4.2.policy")
+    ('policy', 'cdap_4_2')
+    """
+    name = re.sub(r"[^A-Za-z0-9_]", "_", Path(file).stem).strip("_") or "policy"
+    return f"_{name}" if name[0].isdigit() else name
 
 
 def _merge(main: Policy, included: list[Policy]) -> Policy:
@@ -93,7 +104,10 @@ def _with_includes(policy: Policy, base: Path | None, seen: tuple[str, ...], inc
         key = str(path.resolve())
         if key in seen:
             raise PolicyError(f"`{name}` includes itself", policy.span)
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise PrivilogError(f"{path}: cannot read the included policy: {error}") from None
         child = parse_unchecked(text, str(path))
         included.append(_with_includes(child, path.parent, (*seen, key), include_prelude=False))
     return _merge(policy, included)
@@ -107,13 +121,18 @@ def parse_policy(text: str, file: str = "<policy>", include_prelude: bool = True
     try:
         return check(merged)
     except (PolicyError, PolicyErrors) as error:
-        raise _with_sources(error) from None
+        raise _with_sources(error, {file: text}) from None
 
 
-def _with_sources(error: PolicyError | PolicyErrors) -> PolicyError | PolicyErrors:
-    """Attach each error's own source line (errors may lie in included files)."""
+def _with_sources(error: PolicyError | PolicyErrors, known: dict[str, str]) -> PolicyError | PolicyErrors:
+    """Attach each error's own source line (errors may lie in included files).
+
+    ``known`` maps a file name to its text, for sources that are not files (or not yet saved).
+    """
 
     def one(e: PolicyError) -> PolicyError:
+        if e.span.file in known:
+            return e.with_source(known[e.span.file])
         try:
             return e.with_source(Path(e.span.file).read_text(encoding="utf-8"))
         except OSError:
@@ -136,4 +155,4 @@ def load_policy(name: str) -> Policy:
     try:
         return check(merged)
     except (PolicyError, PolicyErrors) as error:
-        raise _with_sources(error) from None
+        raise _with_sources(error, {str(path): text}) from None

@@ -209,6 +209,17 @@ def _operations(policy: Policy, errors: list[PolicyError]) -> Policy:
             continue
         seen[op.qualified] = op
         for param in op.params:
+            if param.within and not (
+                param.within in ancestor_types(policy, op.entity_type)
+                and param.within in ancestor_types(policy, param.type)
+            ):
+                errors.append(
+                    PolicyError(
+                        f"`{param.within}` does not enclose both `{op.entity_type}` and `{param.type}`",
+                        param.span,
+                        "`$arg: TYPE in ENCLOSING` needs a type that encloses the operation's entity and the argument",
+                    )
+                )
             if param.type != BOOL and param.type not in types:
                 errors.append(
                     PolicyError(
@@ -357,18 +368,24 @@ def strata(rules: Iterable[Rule]) -> list[list[str]]:
 
 def _stratification(policy: Policy, errors: list[PolicyError]) -> None:
     graph = dependency_graph(policy.rules)
-    for component in nx.strongly_connected_components(graph):
-        for a in component:
-            for b in component:
-                if graph.has_edge(a, b) and graph.edges[a, b]["negative"]:
-                    errors.append(
-                        PolicyError(
-                            f"`{b}` depends on its own negation through `{a}`: the rules cannot be stratified",
-                            graph.edges[a, b]["span"],
-                            "a relation may negate only relations that do not depend on it",
-                        )
-                    )
-                    return
+    # A component is a set: take the first offending literal in the source, so
+    # the error does not depend on the order of a set of strings (PYTHONHASHSEED).
+    cycles = sorted(
+        (graph.edges[a, b]["span"], a, b)
+        for component in nx.strongly_connected_components(graph)
+        for a in component
+        for b in component
+        if graph.has_edge(a, b) and graph.edges[a, b]["negative"]
+    )
+    if cycles:
+        span, a, b = cycles[0]
+        errors.append(
+            PolicyError(
+                f"`{b}` depends on its own negation through `{a}`: the rules cannot be stratified",
+                span,
+                "a relation may negate only relations that do not depend on it",
+            )
+        )
 
 
 def _vocabulary_pass(policy: Policy, errors: list[PolicyError]) -> None:

@@ -40,7 +40,7 @@ class PolicyError(PrivilogError):
     def render(self) -> str:
         lines = [self.headline()]
         if self.source is not None and self.span.line > 0:
-            source_lines = self.source.splitlines()
+            source_lines = source_lines_of(self.source)
             if self.span.line <= len(source_lines):
                 text = source_lines[self.span.line - 1]
                 width = 1
@@ -64,6 +64,21 @@ class PolicyErrors(PrivilogError):
 
     def with_source(self, source: str) -> PolicyErrors:
         return PolicyErrors([e.with_source(source) for e in self.errors])
+
+
+def source_lines_of(text: str) -> list[str]:
+    """The lines of ``text`` as the parser counts them: split at ``\\n`` only.
+
+    ``str.splitlines`` also splits at form feeds, ``\\x1c``-``\\x1e``, ``\\x85`` and
+    ``\\u2028``/``\\u2029``, which may stand in comments and strings.
+
+    >>> source_lines_of("a\\fb\\r\\nc\\n")
+    ['a\\x0cb', 'c']
+    """
+    lines = text.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
 
 
 def did_you_mean(word: str, choices: Iterable[str], sigil: str = "") -> str:

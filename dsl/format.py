@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from dsl.ir import Atom, Comparison, Literal, Operation, Option, Policy, Requirement, Rule, Term, Var
+from dsl.ir import Atom, Comparison, Literal, Operation, Option, Param, Policy, Requirement, Rule, Term, Var
 
 _SYMBOL = re.compile(r"[a-z][A-Za-z0-9_]*$")
 _ENTITY = re.compile(r"[a-z_]+:[A-Za-z0-9_@/\-]+(\.[A-Za-z0-9_@/\-]+)*$")
@@ -20,6 +20,15 @@ def format_term(term: Term) -> str:
         return value
     if value.startswith("$") and re.fullmatch(r"\$[a-z_][a-z0-9_]*", value):
         return value
+    return quote(value)
+
+
+def quote(value: str) -> str:
+    """``value`` as a string literal of the language.
+
+    >>> print(quote('say "hi" \\\\ bye'))
+    "say \\"hi\\" \\\\ bye"
+    """
     escaped = value.replace("\\", "\\\\").replace('"', '\\"')
     return f'"{escaped}"'
 
@@ -77,10 +86,16 @@ def format_requirements(requirements: tuple[Requirement, ...]) -> list[str]:
     return parts
 
 
+def _format_param(param: Param) -> str:
+    return f"${param.name}: {param.type}" + (f" in {param.within}" if param.within else "")
+
+
 def format_operation(op: Operation) -> str:
     params = ""
     if op.params:
-        params = "(" + ", ".join(f"${p.name}: {p.type}" for p in op.params) + ")"
+        params = (
+            "(" + ", ".join(f"${p.name}: {p.type}" + (f" in {p.within}" if p.within else "") for p in op.params) + ")"
+        )
     reqs = format_requirements(op.requirements)
     head = f"  {op.name}{params} {op.verb.value} "
     if not reqs:
@@ -92,10 +107,10 @@ def format_operation(op: Operation) -> str:
 def format_policy(policy: Policy) -> str:
     """Canonical text of a policy (its own statements, not those it includes)."""
     out: list[str] = []
-    title = f' "{policy.title}"' if policy.title else ""
+    title = f" {quote(policy.title)}" if policy.title else ""
     out.append(f"policy {policy.name}{title}")
     for include in policy.includes:
-        out.append(f'include "{include}"')
+        out.append(f"include {quote(include)}")
     out.append("")
     if policy.actions:
         out.append("actions " + ", ".join(policy.actions))
@@ -111,7 +126,7 @@ def format_policy(policy: Policy) -> str:
     for relation in policy.relations:
         out.append(f"relation {relation.name}({', '.join(relation.columns)})")
     for prop in policy.properties:
-        sentence = f' "{prop.sentence}"' if prop.sentence else ""
+        sentence = f" {quote(prop.sentence)}" if prop.sentence else ""
         out.append(f"property {prop.name}{sentence}" + (f" by {prop.checker}" if prop.checker else ""))
     block = None
     for op in policy.operations:
@@ -135,11 +150,16 @@ def format_text(text: str, file: str = "<policy>") -> str:
     """
     from lark import Token, Tree
 
-    from dsl.lower import _Lowering
+    from dsl.errors import PolicyErrors
+    from dsl.lower import _Lowering, lower
     from dsl.parser import parse_tree
 
     comments: list[Token] = []
     tree = parse_tree(text, file, comments)
+    try:
+        lower(tree, file)  # what lowering rejects (an operation outside a block ...) is not formatted
+    except PolicyErrors as errors:
+        raise errors.with_source(text) from None
     lowering = _Lowering(file)
     out: list[str] = []
     last_line = 0
@@ -177,30 +197,28 @@ def format_text(text: str, file: str = "<policy>") -> str:
             out.append(format_rule(lowering.rules[-1]))
         else:
             block = None
-            out.append(_format_declaration(lowering, node.data))
+            out.append(_format_declaration(lowering, node))
         if trailing:
             out[-1] += "  " + "  ".join(str(c).rstrip() for c in trailing)
         last_line = end
     emit_comments(10**9)
-    if lowering.errors:
-        from dsl.errors import PolicyErrors
-
-        raise PolicyErrors(lowering.errors).with_source(text)
     return "\n".join(out).strip() + "\n"
 
 
-def _format_declaration(lowering: object, kind: str) -> str:
+def _format_declaration(lowering: object, node: object) -> str:
+    from lark import Tree
+
     from dsl.lower import _Lowering
 
-    assert isinstance(lowering, _Lowering)
-    match kind:
+    assert isinstance(lowering, _Lowering) and isinstance(node, Tree)
+    match node.data:
         case "policy_decl":
-            title = f' "{lowering.title}"' if lowering.title else ""
+            title = f" {quote(lowering.title)}" if lowering.title else ""
             return f"policy {lowering.name}{title}"
         case "include_decl":
-            return f'include "{lowering.includes[-1]}"'
+            return f"include {quote(lowering.includes[-1])}"
         case "actions_decl":
-            return "actions " + ", ".join(lowering.actions)
+            return "actions " + ", ".join(str(name) for name in node.children)
         case "set_decl":
             s = lowering.action_sets[-1]
             return f"set {s.name} = {' | '.join(s.actions)}"
@@ -211,9 +229,9 @@ def _format_declaration(lowering: object, kind: str) -> str:
             prop = lowering.properties[-1]
             text = f"property {prop.name}"
             if prop.sentence:
-                text += f' "{prop.sentence}"'
+                text += f" {quote(prop.sentence)}"
             return text + (f" by {prop.checker}" if prop.checker else "")
         case "relation_decl":
             r = lowering.relations[-1]
             return f"relation {r.name}({', '.join(r.columns)})"
-    raise AssertionError(kind)
+    raise AssertionError(node.data)

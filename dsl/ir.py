@@ -110,10 +110,15 @@ class Requirement:
 
 @dataclass(frozen=True)
 class Param:
-    """A request argument an operation accepts: an entity of ``type`` or a ``bool``."""
+    """A request argument an operation accepts: an entity of ``type`` or a ``bool``.
+
+    With ``within``, the argument must sit in the same enclosing entity of that type as the
+    request's entity (a schedule's program is a program of the schedule's application).
+    """
 
     name: str
     type: str
+    within: str = ""
     span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 

@@ -149,8 +149,8 @@ class _Lowering:
         self.operations.append(Operation(self.block, str(name), verb, reqs, params, self.span(node)))
 
     def _param(self, node: Tree[Token]) -> Param:
-        arg, type_name = node.children
-        return Param(str(arg)[1:], str(type_name), self.span(node))
+        arg, type_name, *within = node.children
+        return Param(str(arg)[1:], str(type_name), str(within[0]) if within else "", self.span(node))
 
     def _requirement(self, node: Tree[Token]) -> tuple[Requirement, ...]:
         """One written requirement; ``X if c else Y`` gives two, X when c holds and Y when not."""

@@ -9,7 +9,7 @@ from importlib.resources import files
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from dsl.errors import PolicyError
+from dsl.errors import PolicyError, source_lines_of
 from dsl.ir import Span
 
 # A line ending in one of these continues on the next line.
@@ -147,22 +147,27 @@ def _error(exc: UnexpectedInput, file: str, text: str) -> PolicyError:
             text,
         )
     if isinstance(exc, UnexpectedEOF):
-        lines = text.splitlines() or [""]
+        lines = source_lines_of(text)
         span = Span(file, len(lines), len(lines[-1]) + 1)
         return PolicyError(f"unexpected end of file, expected {_describe(set(exc.expected))}", span, "", text)
     assert isinstance(exc, UnexpectedToken)
     token = exc.token
     if token.type == "$END":
-        lines = text.splitlines() or [""]
+        lines = source_lines_of(text)
         line, column = len(lines), len(lines[-1]) + 1
     end_column = (token.end_column or column + 1) if token.type not in ("_NL", "$END") else column + 1
     span = Span(file, line, column, line, end_column)
+    # LALR merges lookaheads, so `expected` may name tokens that cannot follow
+    # here (`:-` after a rule's body); `accepts` asks the parser itself.
+    expected = set(exc.accepts or exc.expected)
+    if "_NL" in expected:
+        expected.discard("$END")
     hint = ""
-    if token.type == "_NL" and "DOT" in exc.expected:
+    if token.type in ("_NL", "$END") and "DOT" in expected:
         hint = "a Datalog rule or fact ends with `.`"
     elif token.type == "_NL":
         hint = "to continue a statement on the next line, end the line with `,` or `|`"
-    return PolicyError(f"unexpected {_found(token)}, expected {_describe(set(exc.expected))}", span, hint, text)
+    return PolicyError(f"unexpected {_found(token)}, expected {_describe(expected)}", span, hint, text)
 
 
 def parse_tree(text: str, file: str = "<policy>", comments: list[Token] | None = None) -> Tree[Token]:

@@ -73,6 +73,9 @@ class Authorizer:
             if after - before:
                 self.backend.add(relation, after - before)
         self._facts = new
+        self._holders: dict[tuple[str, EntityId], list[str]] = {}
+        for grant in sorted(self.world.grants):
+            self._holders.setdefault((grant.action, grant.entity), []).append(grant.principal)
 
     # ---- requests ------------------------------------------------------------------
 
@@ -115,9 +118,17 @@ class Authorizer:
         target = self.entity(entity)
         if target.type != op.entity_type:
             raise RequestError(f"`{op.qualified}` acts on a {op.entity_type}, but `{target}` is a {target.type}")
-        return Request(who, op.qualified, target, self._args(op, args or {}))
+        return Request(who, op.qualified, target, self._args(op, args or {}, target))
 
-    def _args(self, op: Operation, args: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
+    def _check_within(self, op: Operation, within: str, name: str, entity: EntityId, target: EntityId) -> None:
+        """An argument declared `in TYPE` must sit in the request entity's enclosing TYPE."""
+        mine = [a for a in target.ancestors(self.world.instance) if a.type == within]
+        theirs = [a for a in entity.ancestors(self.world.instance) if a.type == within]
+        if mine != theirs:
+            where = mine[0] if mine else within
+            raise RequestError(f"`${name}` of `{op.qualified}` must be a {entity.type} in {where}, not `{entity}`")
+
+    def _args(self, op: Operation, args: Mapping[str, object], target: EntityId) -> tuple[tuple[str, str], ...]:
         params = {p.name: p for p in op.params}
         out: list[tuple[str, str]] = []
         for raw_name, value in args.items():
@@ -136,6 +147,8 @@ class Authorizer:
             entity = self.entity(str(value))
             if entity.type != param.type:
                 raise RequestError(f"`${name}` of `{op.qualified}` names a {param.type}, not `{entity}`")
+            if param.within:
+                self._check_within(op, param.within, name, entity, target)
             out.append((name, str(entity)))
         return tuple(sorted(out))
 
@@ -184,13 +197,24 @@ class Authorizer:
         return self._decision(rid, request, answers)
 
     def check_many(self, requests: list[Request]) -> list[Decision]:
-        """Decide several requests in one evaluation."""
-        ids, answers = self._evaluate(requests)
-        by_request: dict[str, dict[str, set[Row]]] = {rid: {} for rid in ids}
-        for relation, rows in answers.items():
-            for row in rows:
-                by_request[row[0]].setdefault(relation, set()).add(row)
-        return [self._decision(rid, req, by_request[rid]) for rid, req in ids.items()]
+        """Decide several requests; those on existing entities in one evaluation.
+
+        A request on an entity that does not exist places it in the hierarchy for its
+        own evaluation; evaluated together with others, that entity would count as a
+        descendant for them too, so such requests are decided one by one.
+        """
+        known = self._facts.get("is_a", set())
+        shared = [r for r in requests if (str(r.entity), r.entity.type) in known]
+        decided: dict[int, Decision] = {}
+        if shared:
+            ids, answers = self._evaluate(shared)
+            by_request: dict[str, dict[str, set[Row]]] = {rid: {} for rid in ids}
+            for relation, rows in answers.items():
+                for row in rows:
+                    by_request[row[0]].setdefault(relation, set()).add(row)
+            for rid, request in ids.items():
+                decided[id(request)] = self._decision(rid, request, by_request[rid])
+        return [decided[id(r)] if id(r) in decided else self.check(r) for r in requests]
 
     def _decision(self, rid: str, request: Request, answers: Mapping[str, set[Row]]) -> Decision:
         op = self.operation(request.operation)
@@ -321,15 +345,9 @@ class Authorizer:
                         ways.append(frozenset({GrantChange(who, action, entity)}))
                         if exhaustive:
                             continue
-                        for grant in sorted(self.world.grants):
-                            if (
-                                grant.action == action
-                                and grant.entity == entity
-                                and grant.principal != who
-                                and grant.principal not in mine
-                                and grant.principal.split(":")[0] in ("group", "role")
-                            ):
-                                ways.append(frozenset({MembershipChange(who, grant.principal)}))
+                        for holder in self._holders.get((action, entity), ()):
+                            if holder != who and holder not in mine and holder.split(":")[0] in ("group", "role"):
+                                ways.append(frozenset({MembershipChange(who, holder)}))
         return ways
 
     def _fixes(self, request: Request, unmet: tuple[Outcome, ...]) -> tuple[tuple[Change, ...], ...]:

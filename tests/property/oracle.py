@@ -271,17 +271,15 @@ class OracleWorld:
         """Indexes (in the row's `requires`) of the applicable conjuncts that are not met."""
         row = table.row(operation)
         assert row is not None
-        return [
-            i for i, c in enumerate(row.requires)
-            if c.applies(args) and not self.met(principal, c, entity, args)
-        ]
+        return [i for i, c in enumerate(row.requires) if c.applies(args) and not self.met(principal, c, entity, args)]
 
     def visible(self, table: Table, principal: str, type_name: str, within: str | None = None) -> set[str]:
         """The existing entities of a type (inside ``within``) the table's listing shows."""
         row = table.list_row(type_name)
         assert row is not None, type_name
         return {
-            e for e in self.existing
+            e
+            for e in self.existing
             if entity_type(e) == type_name
             and (within is None or within in ancestors(e, self.instance))
             and self.allowed(table, principal, row.operation, e)
