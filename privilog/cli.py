@@ -240,6 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Commands that live in their own modules register themselves here; each module's
     # `register(sub)` adds its parsers with `set_defaults(run=...)`.
+    from privilog import repl
+
+    repl.register(sub)
     return parser
 
 

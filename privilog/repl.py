@@ -1,0 +1,997 @@
+"""The REPL's logic: a :class:`Session` that answers one line at a time.
+
+``privilog repl`` is a thin terminal loop (privilog.repl_terminal) around a
+Session; everything a line can do is here and is tested through
+:meth:`Session.one_shot`, which returns the text to print.
+
+>>> session = Session("cdap", {"entities": ["dataset:ns1.ds"], "admins": ["user:root"],
+...                            "grants": [["user:bob", "WRITE", "dataset:ns1.ds"]]})
+>>> print(session.one_shot("check user:bob dataset.read dataset:ns1.ds"))
+DENY user:bob dataset.read dataset:ns1.ds: unmet: READ
+>>> print(session.one_shot("grant user:bob READ dataset:ns1.ds as user:root"))
+granted READ on dataset:ns1.ds to user:bob
+>>> print(session.one_shot("check user:bob dataset.read dataset:ns1.ds"))
+ALLOW user:bob dataset.read dataset:ns1.ds
+>>> print(session.one_shot("?- child_of(dataset:ns1.ds, P)."))
+P
+-------------
+namespace:ns1
+(1 row)
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import glob
+import os
+import re
+import shlex
+import traceback
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import dsl
+from dsl.check import ancestor_types
+from dsl.errors import PolicyError, PolicyErrors, PrivilogError, did_you_mean
+from dsl.ir import Atom, Comparison, Const, Literal, Policy, Span, Var
+from engine.authorizer import Authorizer
+from engine.decision import Change, Decision, GrantChange, MembershipChange, Request
+from engine.ids import EntityId, IdError, parse_principal
+from engine.program import Row
+from engine.world import ALL, Grant, World, load_world, save_world
+from privilog.api import load_world_for
+from privilog.explain import render_decision, render_short, render_visible, witness_sentence
+
+MAX_ROWS = 10_000  # a query stops collecting bindings after this many
+MAX_ROWS_SHOWN = 100
+_QUERY_HEAD = "repl_query() :-\n"  # a query is parsed as the body of a rule with this head
+
+
+class ReplError(PrivilogError):
+    """A line the session cannot run as written; the message says what to type instead."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a line produced: the text to print, and whether it is an error (or a bug)."""
+
+    text: str
+    error: bool = False
+    internal: bool = False
+
+
+@dataclass(frozen=True)
+class Command:
+    """One REPL command: how it is written, what it does, and an example."""
+
+    name: str
+    usage: str
+    summary: str
+    example: str
+    detail: str = ""
+
+
+COMMANDS: dict[str, Command] = {
+    c.name: c
+    for c in (
+        Command(
+            "check",
+            "check PRINCIPAL OPERATION ENTITY [NAME=VALUE]...",
+            "decide a request, in one line",
+            "check user:bob dataset.read dataset:sales.orders",
+            "Request arguments are NAME=VALUE (or --arg NAME=VALUE), e.g. artifact=artifact:sales.etl-lib.",
+        ),
+        Command(
+            "why",
+            "why PRINCIPAL OPERATION ENTITY [NAME=VALUE]...",
+            "the proof tree: each requirement and the grant, membership and descendant that met it",
+            "why user:dave namespace.get namespace:marketing",
+            "For a denied request, the tree shows what is unmet and the smallest changes that would allow it.",
+        ),
+        Command(
+            "whynot",
+            "whynot PRINCIPAL OPERATION ENTITY [NAME=VALUE]...",
+            "what is missing, the smallest sets of grants that would allow it, and the commands to make them",
+            "whynot user:bob dataset.read dataset:marketing.campaigns",
+            "When a group or role already holds what is needed, it says adding the principal to it is enough.",
+        ),
+        Command(
+            "list",
+            "list PRINCIPAL [TYPE] [--in PARENT]",
+            "what a principal may see, with the grant that shows each entity",
+            "list user:dave dataset --in namespace:marketing",
+        ),
+        Command(
+            "who",
+            "who OPERATION ENTITY [NAME=VALUE]...",
+            "which principals of the world may do an operation on an entity, and why",
+            "who dataset.read dataset:sales.orders",
+        ),
+        Command(
+            "?-",
+            "?- LITERAL, ... .",
+            "a Datalog query over the policy's relations: a table of the bindings of its variables",
+            '?- descendant(namespace:sales, D), is_a(D, "dataset").',
+            "descendant(E, D) holds when D is inside E. Upper-case names are variables, `_` is any;\n"
+            'quote an action to make it a constant: grant(P, "READ", E).\n'
+            'Literals may be negated (`not grant(P, "ADMIN", E)`) or compare (`X != Y`).',
+        ),
+        Command(
+            "grant",
+            "grant PRINCIPAL ACTION[,ACTION] ENTITY... as ADMIN",
+            "grant privileges, as an authorization admin of the world (ALL means every action)",
+            "grant user:bob READ dataset:marketing.campaigns as user:root",
+            "A grant may name an entity that does not exist yet: it applies once the entity is created.",
+        ),
+        Command(
+            "revoke",
+            "revoke PRINCIPAL ACTION[,ACTION] ENTITY... as ADMIN",
+            "revoke privileges, as an authorization admin of the world",
+            "revoke user:bob READ dataset:sales.orders as user:root",
+        ),
+        Command(
+            "entity",
+            "entity add ENTITY... | entity delete ENTITY...",
+            "create or delete entities; a delete removes what is inside and keeps every grant",
+            "entity delete application:sales.etl",
+        ),
+        Command(
+            "load",
+            "load policy POLICY | load world WORLD",
+            "switch to another policy (a name in rules/ or a path) or world file",
+            "load policy cdap-4.2",
+        ),
+        Command(
+            "save",
+            "save world [PATH]",
+            "write the world, with the session's changes, to PATH (default: the file it was loaded from)",
+            "save world my-world.yaml",
+            "The file is replaced atomically: a crash leaves the old file or the new one, never half.",
+        ),
+        Command(
+            "rule",
+            "rule [RULE]",
+            "add a Datalog rule (or fact) to the policy for this session; without a rule, list those added",
+            'rule reader(P, E) :- holds(P, "READ", E, _).',
+            "A line ending in `:-` or `,` continues on the next until one ends in `.`.\n"
+            "The policy's static checks run on it; `load policy` drops the session's rules.",
+        ),
+        Command(
+            "diff",
+            "diff POLICY [--world]",
+            "how the session's policy and POLICY decide differently, with a witness for each operation",
+            "diff cdap-4.2",
+            "With --world, every decision in the session's world that changes instead.",
+        ),
+        Command("help", "help [COMMAND]", "the commands, or one command with an example", "help whynot"),
+        Command("quit", "quit", "leave (Ctrl-D too); warns once if the world has unsaved changes", "quit"),
+    )
+}
+ALIASES = {"exit": "quit", "query": "?-", "why-not": "whynot", "why_not": "whynot"}
+
+
+# ---- one line ------------------------------------------------------------------------
+
+
+class Session:
+    """A policy, a world and an authorizer over them, changed and questioned one line at a time."""
+
+    def __init__(
+        self,
+        policy: str = "cdap",
+        world: str | Path | Mapping[str, Any] | None = None,
+    ):
+        self.policy_name = policy
+        self.policy_path = dsl.resolve_policy_path(policy)
+        self.policy_text = self._read_policy(self.policy_path)
+        self.policy: Policy = dsl.load_policy(str(self.policy_path))
+        self.world_path: Path | None = Path(world) if isinstance(world, str | Path) else None
+        loaded = load_world_for(self.policy, dict(world) if isinstance(world, Mapping) else world)
+        self.authorizer = Authorizer(self.policy, loaded)
+        self.rules: list[str] = []  # the session's own rules, in the order added
+        self.finished = False
+        self._unsaved = False
+        self._warned_unsaved = False
+        self._interrupted = False
+
+    @property
+    def world(self) -> World:
+        """The session's world, as changed by its grants, revokes and entity commands."""
+        return self.authorizer.world
+
+    # ---- running a line ------------------------------------------------------------
+
+    def one_shot(self, line: str) -> str:
+        """Run one line (or a multi-line rule or query) and return the text to print."""
+        return self.run(line).text
+
+    def run(self, line: str) -> Reply:
+        """Run one line; never raises (bad input and bugs become a Reply)."""
+        try:
+            if self._interrupted:
+                self._rebuild()  # an interrupted evaluation may have left the backend half way
+                self._interrupted = False
+            return Reply(self._dispatch(line))
+        except KeyboardInterrupt:
+            self._interrupted = True
+            return Reply("cancelled", error=True)
+        except PrivilogError as error:
+            return Reply(str(error), error=True)
+        except Exception as error:  # a bug in privilog: say so, and keep the session
+            text = f"internal error: {type(error).__name__}: {error} (please report it)"
+            if os.environ.get("PRIVILOG_DEBUG"):
+                text += "\n" + traceback.format_exc().rstrip()
+            return Reply(text, error=True, internal=True)
+
+    def needs_more(self, text: str) -> bool:
+        """Whether ``text`` continues on the next line: a line ending in `:-` or `,` starts a
+        statement that goes on until a line ends in `.` (an empty line ends it too)."""
+        lines = text.split("\n")
+        if not lines[-1].strip():
+            return False
+        if lines[-1].rstrip().endswith("."):
+            return False
+        return any(line.rstrip().endswith((":-", ",")) for line in lines)
+
+    def _dispatch(self, line: str) -> str:
+        text = line.strip()
+        if not text or text.startswith("#"):
+            return ""
+        if text.startswith("?-"):
+            return self._query(text[2:])
+        word, *others = text.split(None, 1)
+        rest = others[0] if others else ""
+        name = ALIASES.get(word, word)
+        if name == "rule":
+            return self._rule(rest)
+        if name == "?-":
+            return self._query(rest)
+        handler = self._handlers().get(name)
+        if handler is None:
+            hint = did_you_mean(word, COMMANDS) or "type `help` for the commands"
+            raise ReplError(f"unknown command `{word}`: {hint}")
+        try:
+            words = shlex.split(rest)
+        except ValueError as error:
+            raise ReplError(f"cannot read the line: {error}") from None
+        return handler(words)
+
+    def _handlers(self) -> dict[str, Callable[[list[str]], str]]:
+        return {
+            "check": self._check,
+            "why": self._why,
+            "whynot": self._whynot,
+            "list": self._list,
+            "who": self._who,
+            "grant": lambda w: self._change_grants("grant", w),
+            "revoke": lambda w: self._change_grants("revoke", w),
+            "entity": self._entity,
+            "load": self._load,
+            "save": self._save,
+            "diff": self._diff,
+            "help": self._help,
+            "quit": self._quit,
+        }
+
+    # ---- requests ------------------------------------------------------------------
+
+    def _usage(self, name: str) -> ReplError:
+        command = COMMANDS[name]
+        return ReplError(f"usage: {command.usage}  (for example: {command.example})")
+
+    def _arguments(self, words: Sequence[str]) -> dict[str, str]:
+        args: dict[str, str] = {}
+        pending = list(words)
+        while pending:
+            word = pending.pop(0)
+            if word == "--arg":
+                if not pending:
+                    raise ReplError("--arg takes NAME=VALUE, such as --arg artifact=artifact:ns1.etl")
+                word = pending.pop(0)
+            name, eq, value = word.partition("=")
+            if not eq or not name:
+                raise ReplError(f"request arguments are NAME=VALUE, such as owner=kerberosprincipal:x; not `{word}`")
+            args[name] = value
+        return args
+
+    def _request(self, name: str, words: Sequence[str]) -> Request:
+        if len(words) < 3:
+            raise self._usage(name)
+        principal, operation, entity, *rest = words
+        return self.authorizer.request(principal, operation, entity, self._arguments(rest))
+
+    def _notes(self, principal: str | None, entity: EntityId | None) -> list[str]:
+        """Hints for what is probably a typo: a principal or an entity the world does not know."""
+        notes = []
+        if principal is not None and principal not in self.world.principals():
+            hint = _closest(principal, self.world.principals())
+            notes.append(f"note: {principal} appears nowhere in the world" + (f"; {hint}" if hint else ""))
+        if entity is not None and entity not in self.world.existing():
+            hint = _closest(str(entity), {str(e) for e in self.world.existing()})
+            if hint:
+                notes.append(f"note: {entity} does not exist in the world; {hint}")
+        return notes
+
+    def _decide(self, name: str, words: Sequence[str]) -> tuple[Decision, list[str]]:
+        request = self._request(name, words)
+        return self.authorizer.check(request), self._notes(request.principal, request.entity)
+
+    def _check(self, words: list[str]) -> str:
+        decision, notes = self._decide("check", words)
+        return "\n".join([render_short(decision), *notes])
+
+    def _why(self, words: list[str]) -> str:
+        decision, notes = self._decide("why", words)
+        return "\n".join([render_decision(decision), *notes])
+
+    def _whynot(self, words: list[str]) -> str:
+        decision, notes = self._decide("whynot", words)
+        if decision.allowed:
+            lines = [f"{render_short(decision)}: nothing is missing (`why` shows the proof)"]
+        else:
+            # The same tree as `why`, cut to the requirements that are unmet.
+            lines = [render_decision(replace(decision, outcomes=decision.unmet))]
+            lines += self._follow(decision.fixes)
+        return "\n".join([*lines, *notes])
+
+    def _follow(self, fixes: Sequence[Sequence[Change]]) -> list[str]:
+        """How to make each suggested change from this session."""
+        if not fixes:
+            return []
+        admins = sorted(self.world.admins, key=lambda p: (not p.startswith("user:"), p))
+        actor = admins[0] if admins else "ADMIN"
+        lines = ["To follow a suggestion in this session (as an authorization admin):"]
+        for index, fix in enumerate(fixes, start=1):
+            lines += [f"  {index}. {step}" for step in self._steps(fix, actor)]
+        if not admins:
+            lines.append("  (the world lists no admins, and only admins may grant: add one under `admins:`)")
+        return lines
+
+    @staticmethod
+    def _steps(fix: Sequence[Change], actor: str) -> list[str]:
+        grouped: dict[tuple[str, str], list[str]] = {}
+        steps = []
+        for change in fix:
+            if isinstance(change, GrantChange):
+                grouped.setdefault((change.principal, change.action), []).append(str(change.entity))
+            elif isinstance(change, MembershipChange):
+                steps.append(
+                    f"adding {change.principal} to {change.group} is enough; memberships come from the world "
+                    "file (`members:`): edit it and `load world`"
+                )
+        commands = [f"grant {p} {a} {' '.join(es)} as {actor}" for (p, a), es in grouped.items()]
+        return [*commands, *steps]
+
+    def _list(self, words: list[str]) -> str:
+        within = None
+        if "--in" in words:
+            at = words.index("--in")
+            if at + 1 >= len(words):
+                raise self._usage("list")
+            within = words[at + 1]
+            words = words[:at] + words[at + 2 :]
+        if not 1 <= len(words) <= 2:
+            raise self._usage("list")
+        principal = words[0]
+        entity_type = words[1] if len(words) == 2 else None
+        parent = self.authorizer.entity(within) if within is not None else None
+        types = [entity_type] if entity_type else self.authorizer.listable_types()
+        if parent is not None and entity_type is None:
+            types = [t for t in types if parent.type in ancestor_types(self.policy, t)]
+        shown = [v for t in types for v in self.authorizer.visible(principal, t, parent)]
+        lines = [render_visible(principal, shown)] if shown else []
+        if not shown:
+            where = f" in {parent}" if parent else ""
+            lines.append(f"{principal} sees {'no ' + entity_type if entity_type else 'nothing'}{where}")
+        return "\n".join([*lines, *self._notes(principal, parent)])
+
+    def _who(self, words: list[str]) -> str:
+        if len(words) < 2:
+            raise self._usage("who")
+        operation, entity, *rest = words
+        args = self._arguments(rest)
+        principals = sorted(self.world.principals(), key=lambda p: (p.split(":")[0] != "user", p))
+        if not principals:
+            self.authorizer.request("user:anyone", operation, entity, args)  # still validate it
+            return "the world names no principals"
+        requests = [self.authorizer.request(p, operation, entity, args) for p in principals]
+        allowed = [d for d in self.authorizer.check_many(requests) if d.allowed]
+        request = requests[0]
+        what = f"{request.operation} {request.entity}{''.join(f' {k}={v}' for k, v in request.args)}"
+        if not allowed:
+            lines = [f"nobody in the world may {what} ({len(principals)} principals checked)"]
+        else:
+            lines = [f"{len(allowed)} of {len(principals)} principals in the world may {what}:"]
+            lines += [f"  {self._reason(d)}" for d in allowed]
+        return "\n".join([*lines, *self._notes(None, request.entity)])
+
+    @staticmethod
+    def _reason(decision: Decision) -> str:
+        principal = decision.request.principal
+        because = [witness_sentence(principal, o.witnesses[0]) for o in decision.outcomes if o.witnesses]
+        return f"{principal}  (" + ("; ".join(because) or "the operation requires nothing of it") + ")"
+
+    # ---- changing the world --------------------------------------------------------
+
+    def _actions(self, word: str) -> list[str]:
+        actions: list[str] = []
+        for name in filter(None, word.split(",")):
+            if name == ALL:
+                actions.extend(self.policy.actions)
+            elif name in self.policy.actions:
+                actions.append(name)
+            else:
+                hint = did_you_mean(name, [*self.policy.actions, ALL])
+                hint = hint or f"the actions are {', '.join(self.policy.actions)} and ALL"
+                raise ReplError(f"unknown action `{name}`: {hint}")
+        if not actions:
+            raise ReplError("name an action, such as READ, or ALL")
+        return actions
+
+    def _change_grants(self, verb: str, words: list[str]) -> str:
+        if "as" not in words:
+            admins = ", ".join(sorted(self.world.admins)) or "the world lists none"
+            raise ReplError(
+                f"{verb} needs `as ADMIN`: only an authorization admin may change grants (admins: {admins}); "
+                f"for example: {COMMANDS[verb].example}"
+            )
+        at = words.index("as")
+        if len(words) != at + 2 or at < 3:
+            raise self._usage(verb)
+        actor = self._principal(words[at + 1])
+        principal = self._principal(words[0])
+        actions = self._actions(words[1])
+        entities = [self.authorizer.entity(w) for w in words[2:at]]
+        grants = [Grant(principal, a, e) for e in entities for a in actions]
+        change = self.world.grant if verb == "grant" else self.world.revoke
+        changed = change(actor, grants)
+        if changed:
+            self._changed()
+        return self._grant_report(verb, grants, changed)
+
+    def _grant_report(self, verb: str, grants: list[Grant], changed: list[Grant]) -> str:
+        lines = []
+        done, to = ("granted", "to") if verb == "grant" else ("revoked", "from")
+        for (principal, action), entities in _by_holder(changed).items():
+            lines.append(f"{done} {action} on {', '.join(entities)} {to} {principal}")
+        unchanged = [g for g in grants if g not in changed]
+        for (principal, action), entities in _by_holder(unchanged).items():
+            if verb == "grant":
+                lines.append(f"{principal} already holds {action} on {', '.join(entities)}")
+            else:
+                lines.append(f"{principal} holds no {action} on {', '.join(entities)}: nothing to revoke")
+        if verb == "grant":
+            existing = self.world.existing()
+            for entity in sorted({g.entity for g in changed if g.entity not in existing}):
+                lines.append(f"note: {entity} does not exist yet; the grant applies once it is created")
+        return "\n".join(lines)
+
+    def _principal(self, text: str) -> str:
+        try:
+            return parse_principal(text)
+        except IdError as error:
+            raise ReplError(str(error)) from None
+
+    def _entity(self, words: list[str]) -> str:
+        if len(words) < 2 or words[0] not in ("add", "delete"):
+            raise self._usage("entity")
+        entities = [self.authorizer.entity(w) for w in words[1:]]
+        return self._add_entities(entities) if words[0] == "add" else self._delete_entities(entities)
+
+    def _add_entities(self, entities: list[EntityId]) -> str:
+        lines = []
+        for entity in entities:
+            if entity in self.world.existing():
+                lines.append(f"{entity} already exists")
+                continue
+            self.world.add_entity(entity)
+            held = sum(1 for g in self.world.grants if g.entity == entity)
+            verb = "applies" if held == 1 else "apply"
+            lines.append(f"added {entity}" + (f"; {_count(held, 'grant')} on it {verb} again" if held else ""))
+        self._changed()
+        return "\n".join(lines)
+
+    def _delete_entities(self, entities: list[EntityId]) -> str:
+        existing = self.world.existing()
+        for entity in entities:  # all or nothing: check every one before deleting any
+            if entity not in existing:
+                hint = _closest(str(entity), {str(e) for e in existing})
+                raise ReplError(f"no entity {entity} in the world" + (f"; {hint}" if hint else ""))
+        lines = []
+        for entity in entities:
+            doomed = self.world.delete_entity(entity)
+            kept = sum(1 for g in self.world.grants if g.entity in doomed)
+            lines.append(f"deleted {_count(len(doomed), 'entity', 'entities')}: {', '.join(map(str, sorted(doomed)))}")
+            if kept:
+                them = "it" if len(doomed) == 1 else "them"
+                lines.append(f"  kept {_count(kept, 'grant')} on {them}: grants survive a delete and apply again")
+        self._changed()
+        return "\n".join(lines)
+
+    def _changed(self) -> None:
+        self.authorizer.refresh()
+        self._unsaved = True
+        self._warned_unsaved = False
+
+    # ---- policies and worlds -------------------------------------------------------
+
+    @staticmethod
+    def _read_policy(path: Path) -> str:
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise ReplError(f"{path}: cannot read the policy: {error}") from None
+
+    def _rebuild(self, policy: Policy | None = None, world: World | None = None) -> None:
+        """A fresh authorizer (and backend) for the session's policy and world."""
+        self.authorizer = Authorizer(policy or self.policy, world if world is not None else self.world)
+        self.policy = self.authorizer.policy
+
+    def _load(self, words: list[str]) -> str:
+        if len(words) != 2 or words[0] not in ("policy", "world"):
+            raise self._usage("load")
+        return self._load_policy(words[1]) if words[0] == "policy" else self._load_world(words[1])
+
+    def _load_policy(self, name: str) -> str:
+        path = dsl.resolve_policy_path(name)
+        text = self._read_policy(path)
+        policy = dsl.load_policy(str(path))
+        unknown = sorted({g.action for g in self.world.grants} - set(policy.actions))
+        if unknown:
+            raise ReplError(
+                f"policy {policy.name} has no action {', '.join(unknown)}, which the world grants; "
+                f"load a world for it first (its actions are {', '.join(policy.actions)})"
+            )
+        self._rebuild(policy)
+        dropped = len(self.rules)
+        self.policy_name, self.policy_path, self.policy_text, self.rules = name, path, text, []
+        title = f" ({policy.title})" if policy.title else ""
+        lines = [f"loaded policy {policy.name}{title}: {len(policy.operations)} operations"]
+        if dropped:
+            lines.append(f"dropped the session's {_count(dropped, 'rule')}")
+        return "\n".join(lines)
+
+    def _load_world(self, name: str) -> str:
+        path = Path(name).expanduser()
+        world = load_world(path, self.policy.actions)
+        self._rebuild(world=world)
+        self.world_path = path
+        self._unsaved = False
+        return f"loaded world {path}: {_summary(world)}"
+
+    def _save(self, words: list[str]) -> str:
+        if not words or words[0] != "world" or len(words) > 2:
+            raise self._usage("save")
+        path = Path(words[1]).expanduser() if len(words) == 2 else self.world_path
+        if path is None:
+            raise ReplError("the world was not loaded from a file: name one, as in `save world world.yaml`")
+        try:
+            save_world(self.world, path)
+        except OSError as error:
+            raise ReplError(f"cannot save the world to {path}: {error.strerror or error}") from None
+        self.world_path = path
+        self._unsaved = False
+        return f"saved the world to {path}: {_summary(self.world)}"
+
+    def _diff(self, words: list[str]) -> str:
+        from engine.compare import Comparison
+        from privilog.report import render_diff, render_world_diff
+
+        against = [w for w in words if w != "--world"]
+        if len(against) != 1 or len(words) - len(against) > 1:
+            raise self._usage("diff")
+        other = dsl.load_policy(against[0])
+        left = self.policy.name + (f"+{len(self.rules)} rules" if self.rules else "")
+        right = against[0] if against[0] != left else f"{against[0]} (file)"
+        comparison = Comparison(self.policy, other, left, right)
+        if "--world" in words:
+            load_world_for(other, self.world.to_data())  # the world must make sense to both
+            return render_world_diff(left, right, comparison.compare_world(self.world))
+        return render_diff(left, right, comparison.compare())
+
+    # ---- rules ---------------------------------------------------------------------
+
+    def _rule(self, text: str) -> str:
+        text = text.strip()
+        if not text:
+            if not self.rules:
+                return f"no rules added in this session (policy {self.policy.name} as loaded)"
+            return "\n".join(f"{n}. {r}" for n, r in enumerate(self.rules, start=1))
+        if not text.endswith("."):
+            text += "."
+        parsed = dsl.parse_unchecked(text, "<rule>")
+        others = parsed.actions or parsed.entity_types or parsed.relations or parsed.operations or parsed.includes
+        if not parsed.rules or others:
+            raise ReplError("`rule` takes Datalog rules and facts, such as " + COMMANDS["rule"].example)
+        base = {r.name for r in self.policy.relations}
+        for rule in parsed.rules:
+            if rule.head.predicate in base:
+                raise ReplError(
+                    f"`{rule.head.predicate}` is a base relation: its facts come from the world "
+                    "(use `grant`, `entity add`, or edit the world file); derive a new relation instead"
+                )
+        policy = self._policy_with([*self.rules, text])
+        self._rebuild(policy)
+        self.rules.append(text)
+        heads = sorted({r.head.predicate for r in parsed.rules})
+        return f"added to the session's policy (rules added: {len(self.rules)}); defines {', '.join(heads)}"
+
+    def _policy_with(self, rules: list[str]) -> Policy:
+        """The loaded policy's text and the session's rules, parsed and checked as one policy;
+        errors in the rules point into the rules, not past the end of the policy file."""
+        base = self.policy_text if self.policy_text.endswith("\n") else self.policy_text + "\n"
+        offset = base.count("\n")
+        added = "\n".join(rules) + "\n"
+        try:
+            return dsl.parse_policy(base + added, str(self.policy_path))
+        except PolicyError as error:
+            raise _relocate(error, offset, added, "<session rules>") from None
+        except PolicyErrors as errors:
+            raise PolicyErrors([_relocate(e, offset, added, "<session rules>") for e in errors.errors]) from None
+
+    # ---- queries -------------------------------------------------------------------
+
+    def _query(self, text: str) -> str:
+        body = self._parse_query(text)
+        names = list(dict.fromkeys(v for lit in body for v in lit.variables if not v.startswith("_")))
+        rows: dict[Row, None] = {}
+        complete = True
+        for binding in solve(self.authorizer.backend.query, body):
+            rows[tuple(binding[n] for n in names)] = None
+            if len(rows) >= MAX_ROWS:
+                complete = False
+                break
+        lines = [_table(names, sorted(rows), complete)]
+        actions = sorted(set(names) & {*self.policy.actions, ALL})
+        if actions:
+            lines.append(
+                f"note: {', '.join(actions)} is a variable here (upper-case names are); "
+                f'write "{actions[0]}" for the action'
+            )
+        return "\n".join(lines)
+
+    def _parse_query(self, text: str) -> tuple[Literal, ...]:
+        text = text.strip()
+        if not text:
+            raise ReplError(f"a query is `?- LITERAL, ... .`, for example: {COMMANDS['?-'].example}")
+        if not text.endswith("."):
+            text += "."
+        try:
+            parsed = dsl.parse_unchecked(_QUERY_HEAD + text, "<query>")
+        except PolicyError as error:
+            raise _relocate(error, 1, text, "<query>") from None
+        except PolicyErrors as errors:
+            raise PolicyErrors([_relocate(e, 1, text, "<query>") for e in errors.errors]) from None
+        if len(parsed.rules) != 1 or parsed.operations or parsed.relations:
+            raise ReplError("a query is one list of literals separated by `,` and ended by one `.`")
+        body = parsed.rules[0].body
+        self._check_query(body)
+        return body
+
+    def _check_query(self, body: Sequence[Literal]) -> None:
+        relations = self.authorizer.program.relations
+        for literal in body:
+            if not isinstance(literal, Atom):
+                continue
+            arity = relations.get(literal.predicate)
+            if arity is None:
+                hint = did_you_mean(literal.predicate, relations) or "the relations are " + ", ".join(sorted(relations))
+                raise ReplError(f"unknown relation `{literal.predicate}`: {hint}")
+            if arity != len(literal.terms):
+                raise ReplError(f"`{literal.predicate}` takes {arity} arguments, not {len(literal.terms)}")
+        if not any(isinstance(lit, Atom) and not lit.negated for lit in body):
+            raise ReplError("a query needs at least one literal that is not negated")
+
+    # ---- help, quit ----------------------------------------------------------------
+
+    def _help(self, words: list[str]) -> str:
+        if not words:
+            width = max(len(c.usage) for c in COMMANDS.values())
+            lines = ["Commands (`help COMMAND` shows one, with an example):"]
+            lines += [f"  {c.usage:{width}}  {c.summary}" for c in COMMANDS.values()]
+            lines.append("Tab completes commands, principals, operations and entity ids. A line ending in `:-` or `,`")
+            lines.append("continues until a line ends in `.`. Ctrl-C cancels a running query; Ctrl-D leaves.")
+            return "\n".join(lines)
+        name = ALIASES.get(words[0], words[0])
+        command = COMMANDS.get(name)
+        if command is None:
+            hint = did_you_mean(words[0], COMMANDS) or "type `help` for the commands"
+            raise ReplError(f"no command `{words[0]}`: {hint}")
+        lines = [command.usage, f"  {command.summary}"]
+        lines += [f"  {line}" for line in command.detail.splitlines()]
+        lines.append(f"  example: {command.example}")
+        return "\n".join(lines)
+
+    def _quit(self, words: list[str]) -> str:
+        if self._unsaved and not self._warned_unsaved:
+            self._warned_unsaved = True
+            return "the world has unsaved changes: `save world [PATH]` keeps them; `quit` again leaves without"
+        self.finished = True
+        return ""
+
+    # ---- completion ----------------------------------------------------------------
+
+    def fragment(self, text: str) -> str:
+        """The end of ``text`` that a completion replaces: the word being typed, or in Datalog
+        the name or constant after the last `(`, `,` or space."""
+        if _is_datalog(text):
+            match = _DATALOG_WORD.search(text)
+            return match.group(0) if match else ""
+        return "" if not text or text[-1].isspace() else text.split()[-1]
+
+    def completions(self, text: str) -> list[str]:
+        """What the word being typed at the end of ``text`` may become (for Tab)."""
+        current = self.fragment(text)
+        if _is_datalog(text):
+            return self._datalog_completions(text[: len(text) - len(current)], current)
+        words = text[: len(text) - len(current)].split()
+        if not words:
+            pool: Sequence[str] = [*COMMANDS, "exit"]
+        else:
+            pool = self._word_candidates(ALIASES.get(words[0], words[0]), words[1:], current)
+        return sorted({c for c in pool if c.startswith(current)})
+
+    def _word_candidates(self, command: str, words: list[str], current: str) -> Sequence[str]:
+        at = len(words)
+        principals = sorted(self.world.principals())
+        operations = [o.qualified for o in self.policy.operations]
+        if command in ("check", "why", "whynot"):
+            if at == 0:
+                return principals
+            return self._request_candidates(words[1:], current, operations)
+        if command == "who":
+            return self._request_candidates(words, current, operations)
+        if command == "list":
+            if at == 0:
+                return principals
+            if words[-1] == "--in":
+                return self._entity_names()
+            return [*self.authorizer.listable_types(), "--in"] if at == 1 else ["--in"]
+        if command in ("grant", "revoke"):
+            return self._grant_candidates(words, principals)
+        if command == "entity":
+            if at == 0:
+                return ["add", "delete"]
+            if words[0] == "delete":
+                return sorted(str(e) for e in self.world.existing())
+            return [*self._entity_names(), *(f"{t.name}:" for t in self.policy.entity_types)]
+        if command == "help":
+            return list(COMMANDS) if not words else []
+        return self._file_candidates(command, words, current)
+
+    def _request_candidates(self, words: list[str], current: str, operations: list[str]) -> Sequence[str]:
+        """Candidates after the principal: OPERATION ENTITY [NAME=VALUE]..."""
+        if not words:
+            return operations
+        op = self.policy.operation(words[0])
+        if len(words) == 1:
+            names = self._entity_names()
+            return [n for n in names if op is None or n.startswith(op.entity_type + ":")]
+        if op is None:
+            return []
+        if "=" in current:
+            name = current.split("=", 1)[0]
+            param = next((p for p in op.params if p.name == name), None)
+            if param is None:
+                return []
+            values = ["true", "false"] if param.type == "bool" else self._entity_names(param.type)
+            return [f"{name}={v}" for v in values]
+        return [f"{p.name}=" for p in op.params]
+
+    def _grant_candidates(self, words: list[str], principals: list[str]) -> Sequence[str]:
+        if not words:
+            return principals
+        if len(words) == 1:
+            return [*self.policy.actions, ALL]
+        if words[-1] == "as":
+            return sorted(self.world.admins)
+        return [*self._entity_names(), "as"] if "as" not in words else []
+
+    def _file_candidates(self, command: str, words: list[str], current: str) -> Sequence[str]:
+        """Policies and worlds: the shipped policies by name, and paths."""
+        shipped = sorted(p.stem for p in dsl.rules_dir().glob("*.policy"))
+        if command == "diff":
+            return [*shipped, *_paths(current)] if not words else ["--world"]
+        if command == "load":
+            if not words:
+                return ["policy", "world"]
+            if len(words) == 1:
+                return [*shipped, *_paths(current)] if words[0] == "policy" else _paths(current)
+        if command == "save":
+            if not words:
+                return ["world"]
+            if len(words) == 1:
+                return _paths(current)
+        return []
+
+    def _datalog_completions(self, before: str, current: str) -> list[str]:
+        if before.count("(") > before.count(")"):
+            pool = [*self._entity_names(), *sorted(self.world.principals())]
+            pool += [f'"{a}"' for a in self.policy.actions]
+        else:
+            pool = sorted(self.authorizer.program.relations)
+        return sorted({c for c in pool if c.startswith(current)})
+
+    def _entity_names(self, entity_type: str | None = None) -> list[str]:
+        """Every entity the world knows: those that exist and those that are granted."""
+        known = self.world.existing() | {g.entity for g in self.world.grants}
+        return sorted(str(e) for e in known if entity_type is None or e.type == entity_type)
+
+
+# ---- Datalog queries over a backend -------------------------------------------------------
+
+Query = Callable[[str, Mapping[int, str] | None], set[Row]]
+
+
+def solve(query: Query, body: Sequence[Literal]) -> Iterator[dict[str, str]]:
+    """Every binding of the variables of ``body`` (a conjunction) that the relations hold.
+
+    Positive literals are joined left to right, each asked of the backend with the columns
+    bound so far; negations and comparisons filter as soon as their variables are bound.
+
+    >>> facts = {"edge": {("a", "b"), ("b", "c")}}
+    >>> def query(relation, bound=None):
+    ...     return {r for r in facts[relation] if all(r[i] == v for i, v in (bound or {}).items())}
+    >>> x, y, z = Var("X"), Var("Y"), Var("Z")
+    >>> list(solve(query, [Atom("edge", (x, y)), Atom("edge", (y, z))]))
+    [{'X': 'a', 'Y': 'b', 'Z': 'c'}]
+    """
+    positives = [lit for lit in body if isinstance(lit, Atom) and not lit.negated]
+    filters = [lit for lit in body if not (isinstance(lit, Atom) and not lit.negated)]
+    schedule: list[list[Literal]] = []
+    bound: set[str] = set()
+    for atom in positives:
+        bound.update(atom.variables)
+        schedule.append([f for f in filters if set(f.variables) <= bound])
+        filters = [f for f in filters if not set(f.variables) <= bound]
+    if filters:
+        name = sorted(set(filters[0].variables) - bound)[0]
+        raise ReplError(f"unsafe variable `{name}`: bind it with a literal that is not negated")
+    cache: dict[tuple[str, tuple[tuple[int, str], ...]], set[Row]] = {}
+
+    def ask(atom: Atom, binding: Mapping[str, str]) -> set[Row]:
+        given = tuple(
+            (i, binding[t.name] if isinstance(t, Var) else t.value)
+            for i, t in enumerate(atom.terms)
+            if isinstance(t, Const) or t.name in binding
+        )
+        key = (atom.predicate, given)
+        if key not in cache:
+            cache[key] = query(atom.predicate, dict(given))
+        return cache[key]
+
+    def extend(depth: int, binding: dict[str, str]) -> Iterator[dict[str, str]]:
+        if depth == len(positives):
+            yield binding
+            return
+        atom = positives[depth]
+        for row in sorted(ask(atom, binding)):
+            found = _unify(atom, row, binding)
+            if found is not None and all(_holds(f, found, ask) for f in schedule[depth]):
+                yield from extend(depth + 1, found)
+
+    yield from extend(0, {})
+
+
+def _unify(atom: Atom, row: Row, binding: dict[str, str]) -> dict[str, str] | None:
+    found = dict(binding)
+    for term, value in zip(atom.terms, row, strict=True):
+        if isinstance(term, Var) and term.name != "_" and found.setdefault(term.name, value) != value:
+            return None
+    return found
+
+
+_COMPARE: dict[str, Callable[[str, str], bool]] = {
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+
+
+def _holds(literal: Literal, binding: Mapping[str, str], ask: Callable[[Atom, Mapping[str, str]], set[Row]]) -> bool:
+    if isinstance(literal, Comparison):
+        left, right = (binding[t.name] if isinstance(t, Var) else t.value for t in (literal.left, literal.right))
+        return _COMPARE[literal.operator](left, right)
+    return not any(_unify(literal, row, dict(binding)) is not None for row in ask(literal, binding))
+
+
+# ---- rendering -------------------------------------------------------------------------
+
+
+def _table(names: Sequence[str], rows: Sequence[Row], complete: bool) -> str:
+    """Bindings as a table; a query without variables answers yes or no."""
+    if not names:
+        return "yes" if rows else "no"
+    if not rows:
+        return "no rows"
+    shown = rows[:MAX_ROWS_SHOWN]
+    widths = [max(len(n), *(len(r[i]) for r in shown)) for i, n in enumerate(names)]
+    lines = ["  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in shown]
+    count = f"{len(rows)} row" + ("s" if len(rows) != 1 else "")
+    if not complete:
+        count = f"stopped after {count}"
+    if len(rows) > len(shown):
+        count += f", the first {len(shown)} shown"
+    lines.append(f"({count})")
+    return "\n".join(lines)
+
+
+def _by_holder(grants: Sequence[Grant]) -> dict[tuple[str, str], list[str]]:
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for grant in sorted(grants):
+        grouped.setdefault((grant.principal, grant.action), []).append(str(grant.entity))
+    return grouped
+
+
+def _closest(name: str, known: set[str]) -> str:
+    """A did-you-mean among ids of the same kind, compared by what follows the kind.
+
+    >>> _closest("user:bob", {"user:root", "user:bobby", "group:bob"})
+    'did you mean `user:bobby`?'
+    """
+    kind, _, rest = name.partition(":")
+    same = {k.partition(":")[2]: k for k in known if k.partition(":")[0] == kind}
+    close = difflib.get_close_matches(rest, sorted(same), n=1, cutoff=0.6)
+    return f"did you mean `{same[close[0]]}`?" if close else ""
+
+
+def _count(number: int, word: str, plural: str = "") -> str:
+    """``1 grant``, ``2 grants``."""
+    return f"{number} {word if number == 1 else plural or word + 's'}"
+
+
+def _summary(world: World) -> str:
+    admins = ", ".join(sorted(world.admins)) or "none"
+    return (
+        f"{_count(len(world.entities), 'entity', 'entities')}, {_count(len(world.grants), 'grant')}, "
+        f"{_count(len(world.members), 'membership')}, admins: {admins}"
+    )
+
+
+def _relocate(error: PolicyError, offset: int, source: str, file: str) -> PolicyError:
+    """An error found past ``offset`` lines of a combined text, placed in ``source`` instead."""
+    span = error.span
+    if span.line <= offset:
+        return error
+    moved = Span(file, span.line - offset, span.column, max(span.end_line - offset, 0), span.end_column)
+    return PolicyError(error.message, moved, error.hint, source)
+
+
+_DATALOG_WORD = re.compile(r"[A-Za-z0-9_:.@\-\"]*$")
+
+
+def _is_datalog(text: str) -> bool:
+    return text.lstrip().startswith(("?-", "rule ", "rule\n"))
+
+
+def _paths(prefix: str) -> list[str]:
+    """Files and folders that complete ``prefix``."""
+    found = sorted(glob.glob(os.path.expanduser(prefix) + "*"))[:50]
+    return [p + "/" if os.path.isdir(p) else p for p in found]
+
+
+# ---- the command -----------------------------------------------------------------------
+
+
+def register(sub: Any) -> None:
+    """Add ``privilog repl`` to the command line's subparsers."""
+    text = "an interactive session: check, why, whynot, list, who, Datalog queries, grants, rules"
+    p = sub.add_parser("repl", help=text, description=text + " (type `help` inside)")
+    p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
+    p.add_argument("--world", help="a world file (YAML or JSON); default: an empty world")
+    p.set_defaults(run=cmd_repl)
+
+
+def cmd_repl(args: argparse.Namespace) -> int:
+    """Run ``privilog repl``: a session on the terminal, or over piped lines."""
+    from privilog.repl_terminal import run
+
+    return run(Session(args.policy, args.world))
