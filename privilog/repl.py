@@ -28,7 +28,7 @@ import os
 import re
 import shlex
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -36,11 +36,12 @@ from typing import Any
 import dsl
 from dsl.check import ancestor_types
 from dsl.errors import PolicyError, PolicyErrors, PrivilogError, did_you_mean
-from dsl.ir import Atom, Comparison, Const, Literal, Policy, Span, Var
+from dsl.ir import Atom, Literal, Policy, Span
 from engine.authorizer import Authorizer
 from engine.decision import Change, Decision, GrantChange, MembershipChange, Request
 from engine.ids import EntityId, IdError, parse_principal
 from engine.program import Row
+from engine.query import solve
 from engine.world import ALL, Grant, World, load_world, save_world
 from privilog.api import load_world_for
 from privilog.explain import render_decision, render_short, render_visible, witness_sentence
@@ -819,86 +820,6 @@ class Session:
         """Every entity the world knows: those that exist and those that are granted."""
         known = self.world.existing() | {g.entity for g in self.world.grants}
         return sorted(str(e) for e in known if entity_type is None or e.type == entity_type)
-
-
-# ---- Datalog queries over a backend -------------------------------------------------------
-
-Query = Callable[[str, Mapping[int, str] | None], set[Row]]
-
-
-def solve(query: Query, body: Sequence[Literal]) -> Iterator[dict[str, str]]:
-    """Every binding of the variables of ``body`` (a conjunction) that the relations hold.
-
-    Positive literals are joined left to right, each asked of the backend with the columns
-    bound so far; negations and comparisons filter as soon as their variables are bound.
-
-    >>> facts = {"edge": {("a", "b"), ("b", "c")}}
-    >>> def query(relation, bound=None):
-    ...     return {r for r in facts[relation] if all(r[i] == v for i, v in (bound or {}).items())}
-    >>> x, y, z = Var("X"), Var("Y"), Var("Z")
-    >>> list(solve(query, [Atom("edge", (x, y)), Atom("edge", (y, z))]))
-    [{'X': 'a', 'Y': 'b', 'Z': 'c'}]
-    """
-    positives = [lit for lit in body if isinstance(lit, Atom) and not lit.negated]
-    filters = [lit for lit in body if not (isinstance(lit, Atom) and not lit.negated)]
-    schedule: list[list[Literal]] = []
-    bound: set[str] = set()
-    for atom in positives:
-        bound.update(atom.variables)
-        schedule.append([f for f in filters if set(f.variables) <= bound])
-        filters = [f for f in filters if not set(f.variables) <= bound]
-    if filters:
-        name = sorted(set(filters[0].variables) - bound)[0]
-        raise ReplError(f"unsafe variable `{name}`: bind it with a literal that is not negated")
-    cache: dict[tuple[str, tuple[tuple[int, str], ...]], set[Row]] = {}
-
-    def ask(atom: Atom, binding: Mapping[str, str]) -> set[Row]:
-        given = tuple(
-            (i, binding[t.name] if isinstance(t, Var) else t.value)
-            for i, t in enumerate(atom.terms)
-            if isinstance(t, Const) or t.name in binding
-        )
-        key = (atom.predicate, given)
-        if key not in cache:
-            cache[key] = query(atom.predicate, dict(given))
-        return cache[key]
-
-    def extend(depth: int, binding: dict[str, str]) -> Iterator[dict[str, str]]:
-        if depth == len(positives):
-            yield binding
-            return
-        atom = positives[depth]
-        for row in sorted(ask(atom, binding)):
-            found = _unify(atom, row, binding)
-            if found is not None and all(_holds(f, found, ask) for f in schedule[depth]):
-                yield from extend(depth + 1, found)
-
-    yield from extend(0, {})
-
-
-def _unify(atom: Atom, row: Row, binding: dict[str, str]) -> dict[str, str] | None:
-    found = dict(binding)
-    for term, value in zip(atom.terms, row, strict=True):
-        if isinstance(term, Var) and term.name != "_" and found.setdefault(term.name, value) != value:
-            return None
-    return found
-
-
-_COMPARE: dict[str, Callable[[str, str], bool]] = {
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-}
-
-
-def _holds(literal: Literal, binding: Mapping[str, str], ask: Callable[[Atom, Mapping[str, str]], set[Row]]) -> bool:
-    if isinstance(literal, Comparison):
-        left, right = (binding[t.name] if isinstance(t, Var) else t.value for t in (literal.left, literal.right))
-        return _COMPARE[literal.operator](left, right)
-    return not any(_unify(literal, row, dict(binding)) is not None for row in ask(literal, binding))
 
 
 # ---- rendering -------------------------------------------------------------------------
