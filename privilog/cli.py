@@ -101,12 +101,30 @@ def _fits(authorizer: Any, entity_type: str, within: str | None) -> bool:
 def cmd_test(args: argparse.Namespace) -> int:
     from privilog.scenario import run_scenarios
 
-    results, passed, failed = run_scenarios([Path(p) for p in args.scenarios], args.policy)
-    for result in results:
-        if not result.passed:
-            print(result.line())
-    print(f"{passed} passed, {failed} failed")
-    return EXIT_OK if failed == 0 else EXIT_DENY
+    if not args.scenarios and not args.report:
+        raise UsageError("privilog test: give SCENARIO.yaml files, or --report (see `privilog test --help`)")
+    status = EXIT_OK
+    if args.scenarios:
+        results, passed, failed = run_scenarios([Path(p) for p in args.scenarios], args.policy)
+        for result in results:
+            if not result.passed:
+                print(result.line())
+        print(f"{passed} passed, {failed} failed")
+        status = EXIT_OK if failed == 0 else EXIT_DENY
+    if args.report:
+        status = max(status, _report(Path(args.tables)))
+    return status
+
+
+def _report(tables: Path) -> int:
+    import dsl
+    from privilog.conformance import conformance_report, render_report
+
+    reports = conformance_report(tables)
+    rules = os.path.relpath(dsl.rules_dir())  # rules/ as the user sees it, when it is below here
+    shown = str(dsl.rules_dir()) if rules.startswith("..") else rules
+    print(render_report(reports, tables=str(tables), rules=shown))
+    return EXIT_OK if all(r.ok for r in reports) else EXIT_DENY
 
 
 def cmd_fmt(args: argparse.Namespace) -> int:
@@ -208,9 +226,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_list)
 
-    p = sub.add_parser("test", help="run scenario files", description="run scenario files (DESIGN.md)")
-    p.add_argument("scenarios", nargs="+", metavar="SCENARIO.yaml")
+    p = sub.add_parser(
+        "test",
+        help="run scenario files, or report how each policy conforms to its table",
+        description="Run scenario files (DESIGN.md); with --report, check every policy in rules/ against its "
+        "conformance table and print covered and passing rows. Exit 1 when a case or a row fails.",
+    )
+    p.add_argument("scenarios", nargs="*", metavar="SCENARIO.yaml")
     p.add_argument("--policy", default=None, help="run every scenario against this policy instead")
+    p.add_argument("--report", action="store_true", help="the conformance report of every policy in rules/")
+    p.add_argument(
+        "--tables",
+        default="tests/conformance",
+        metavar="DIR",
+        help="where the conformance tables are (default: tests/conformance)",
+    )
     p.set_defaults(run=cmd_test)
 
     p = sub.add_parser("fmt", help="print policies in canonical form", description="print policies in canonical form")

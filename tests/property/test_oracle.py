@@ -18,7 +18,6 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from oracle import ACTIONS, OracleWorld, ancestors, entity_type, load_table
