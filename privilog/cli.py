@@ -270,6 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Commands that live in their own modules register themselves here; each module's
     # `register(sub)` adds its parsers with `set_defaults(run=...)`.
+    from proofs import cli as proofs_cli
+
+    proofs_cli.register(sub)
     from privilog import repl
 
     repl.register(sub)

@@ -1,0 +1,174 @@
+"""``prove``: every promise of a policy, over every world up to a bound, then on generated worlds.
+
+The bounded phase walks the cases of the policy (proofs.worlds): for each, it
+decides the case's requests in every canonical world, reads the property relations
+there, and runs the checkers over those worlds (a world a checker derives, such as
+one with a grant more, is looked up by its canonical form, so it is decided once).
+The generated phase (proofs.generated) then tries larger worlds with hypothesis.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from dsl.errors import PolicyError
+from engine.ids import EntityId
+from engine.world import Grant, World
+from proofs.checkers import CHECKERS, Context, Trial, relations
+from proofs.evaluate import Evaluator, Outcome
+from proofs.findings import Report, Verdict
+from proofs.load import ProvedPolicy
+from proofs.worlds import BoundTooLarge, Case, Point, Space, build_cases, space_for
+
+DEFAULT_MAX_ENTITIES = 1
+DEFAULT_EXAMPLES = 100
+WORLD_LIMIT = 200_000  # worlds enumerated for one case before the bound is declared too large
+
+Progress = Callable[[str], None]
+
+
+class BoundedTrial(Trial):
+    """The canonical worlds of one case."""
+
+    phase = "bounded"
+
+    def __init__(self, context: Context, space: Space, points: Sequence[Point]):
+        super().__init__(context, space.case.requests)
+        self.space = space
+        evaluator = context.evaluator
+        evaluator.forget()
+        self._decided = [(p, self.outcome(p)) for p in points]
+
+    def worlds(self) -> Iterable[tuple[Point, Outcome]]:
+        return self._decided
+
+    def outcome(self, point: Point) -> Outcome:
+        return self.context.evaluator.cached(self.space.key(point), lambda: self.world(point), self.requests)
+
+    def additions(self, point: Point) -> Sequence[Grant]:
+        return self.space.additions(point)
+
+    def fullest(self) -> Iterable[tuple[Point, Outcome]]:
+        """Each arrangement of entities once, with every grant of the pool it admits."""
+        return [(p, o) for p, o in self._decided if not self.space.additions(p) and not p.admins]
+
+    def recreatable(self, point: Point) -> list[EntityId]:
+        """Each request's entity; and in the largest world, every entity listed as well."""
+        requested = {r.entity for r in self.requests}
+        if len(point.entities) < max(len(p.entities) for p, _ in self.fullest()):
+            return sorted(requested)
+        return sorted(point.entities | requested)
+
+
+@dataclass
+class Prover:
+    """Checks one policy's promises."""
+
+    proved: ProvedPolicy
+    max_entities: int = DEFAULT_MAX_ENTITIES
+    examples: int = DEFAULT_EXAMPLES
+    world_type: type[World] = World
+    progress: Progress | None = None
+    reduce: bool = True  # symmetry reduction (off only to test it against the full search)
+
+    def __post_init__(self) -> None:
+        policy = self.proved.policy
+        for prop in policy.properties:
+            if prop.checker and prop.checker not in CHECKERS:
+                raise PolicyError(
+                    f"property `{prop.name}` names an unknown checker `{prop.checker}`",
+                    prop.span,
+                    f"checkers are {', '.join(CHECKERS)}",
+                )
+        self.verdicts = {p.name: Verdict(p) for p in policy.properties}
+        self.notes: list[str] = []
+        self.evaluator = Evaluator.for_policy(policy, [p.name for p in policy.properties if not p.checker])
+        acts_on: dict[str, set[str]] = {}
+        for operation, type_name in self.proved.facts("acts_on"):
+            acts_on.setdefault(operation, set()).add(type_name)
+        self.context = Context(
+            evaluator=self.evaluator,
+            world_type=self.world_type,
+            acts_on=acts_on,
+            changes_grants={row[0] for row in self.proved.facts("changes_grants")},
+        )
+
+    def _say(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress(text)
+
+    def check(self, trial: Trial) -> None:
+        """Every promise, over the worlds of one trial."""
+        relations(trial, self.verdicts)
+        for verdict in self.verdicts.values():
+            if verdict.promise.checker:
+                CHECKERS[verdict.promise.checker](trial, verdict)
+
+    def bounded(self) -> None:
+        """Every world up to the bound, case by case."""
+        cases = build_cases(self.proved.policy, self.evaluator.authorizer)
+        for number, case in enumerate(cases, start=1):
+            space, points = self._space(case)
+            self._say(
+                f"[{number}/{len(cases)}] {case.label}: {len(points)} worlds ({space.enumerated} before symmetry)"
+            )
+            self.check(BoundedTrial(self.context, space, points))
+
+    def _space(self, case: Case) -> tuple[Space, list[Point]]:
+        """The case's worlds up to the bound; where they are too many, up to the largest bound that fits."""
+        for bound in range(self.max_entities, 0, -1):
+            space = space_for(self.proved, case, bound, self.context.changes_grants, self.reduce)
+            try:
+                points = space.representatives(WORLD_LIMIT)
+            except BoundTooLarge:
+                continue
+            if bound < self.max_entities:
+                self.notes.append(
+                    f"{case.label}: checked up to {bound} of each kind; "
+                    f"{bound + 1} makes more than {WORLD_LIMIT} worlds"
+                )
+            return space, points
+        raise BoundTooLarge(case.label, WORLD_LIMIT)
+
+    def explain(self) -> None:
+        """Decide each counterexample's requests again, in full, for a reader."""
+        for verdict in self.verdicts.values():
+            found = verdict.counterexample
+            if found is None:
+                continue
+            scenes = tuple(
+                replace(s, decision=self.evaluator.decision(s.world, s.request)) if s.request else s
+                for s in found.scenes
+            )
+            verdict.counterexample = replace(found, scenes=scenes)
+
+    def prove(self) -> Report:
+        started = time.perf_counter()
+        self.bounded()
+        if self.examples:
+            from proofs.generated import generated
+
+            generated(self)
+        self.explain()
+        return Report(
+            self.proved.name,
+            self.max_entities,
+            self.examples,
+            list(self.verdicts.values()),
+            time.perf_counter() - started,
+            self.notes,
+        )
+
+
+def prove(
+    proved: ProvedPolicy,
+    max_entities: int = DEFAULT_MAX_ENTITIES,
+    examples: int = DEFAULT_EXAMPLES,
+    world_type: type[World] = World,
+    progress: Progress | None = None,
+) -> Report:
+    """Check every promise of ``proved``: exhaustively over every world with up to ``max_entities``
+    entities of each kind under each entity, then on ``examples`` worlds generated by hypothesis."""
+    return Prover(proved, max_entities, examples, world_type, progress).prove()
