@@ -35,6 +35,7 @@ import platform
 import random
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -48,7 +49,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
+# Benchmark the tree this file is in (a snapshot of it too), not whatever is installed.
+sys.path[:0] = [str(ROOT), str(HERE)]
+os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 import worldgen  # noqa: E402
 
@@ -95,6 +98,14 @@ def rss_mib() -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def loadavg() -> list[float]:
+    """The 1, 5 and 15 minute load averages: how busy the (shared) machine was."""
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return []
 
 
 def peak_rss_mib() -> float:
@@ -147,6 +158,7 @@ def machine_info() -> dict[str, Any]:
         "python_implementation": platform.python_implementation(),
         "platform": platform.platform(),
         "pydatalog": pydatalog,
+        "loadavg": loadavg(),
         "privilog_commit": commit,
     }
 
@@ -211,9 +223,9 @@ class Indexes:
         return self.requester(rng, grant.principal), grant.entity
 
 
-def make_requests(gen: worldgen.Generated, count: int, rng: random.Random) -> list[Spec]:
+def make_requests(idx: Indexes, count: int, rng: random.Random) -> list[Spec]:
     """``count`` requests: the six operations in turn, half drawn from grants (mostly allowed)."""
-    idx = Indexes.build(gen)
+    gen = idx.gen
     by_type = gen.by_type
     users = gen.users
 
@@ -298,6 +310,29 @@ class Stopwatch:
         return timed
 
 
+class CallTimeout(Exception):
+    """A timed call ran past its limit."""
+
+
+def within(seconds: float, fn: Callable[[], Any]) -> Any:
+    """Call ``fn``, interrupting it with CallTimeout after ``seconds`` of wall time (0: no limit)."""
+    if seconds <= 0:
+        return fn()
+
+    def expire(signum: int, frame: Any) -> None:
+        # Raised inside a garbage-collector callback the exception is ignored: fire again soon.
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        raise CallTimeout
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return fn()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 class GcWatch:
     """Counts the garbage collector's passes and the time they take, by generation."""
 
@@ -325,8 +360,10 @@ class GcWatch:
 # ---- one size, in a child process --------------------------------------------------
 
 
-def measure_size(n_grants: int, n_checks: int, n_visible: int, seed: int, budget: float) -> dict[str, Any]:
-    result: dict[str, Any] = {"grants_requested": n_grants, "seed": seed}
+def measure_size(
+    n_grants: int, n_checks: int, n_visible: int, seed: int, budget: float, call_timeout: float
+) -> dict[str, Any]:
+    result: dict[str, Any] = {"grants_requested": n_grants, "seed": seed, "loadavg_start": loadavg()}
     rss0 = rss_mib()
 
     progress(f"[{n_grants}] generating the world")
@@ -344,53 +381,63 @@ def measure_size(n_grants: int, n_checks: int, n_visible: int, seed: int, budget
     from engine.facts import world_facts
     from engine.world import World
 
-    t = time.perf_counter()
-    policy = dsl.load_policy("cdap")
-    policy_s = time.perf_counter() - t
+    def timed(fn: Callable[[], Any]) -> tuple[Any, float, float]:
+        """fn's value, wall seconds and CPU seconds (this thread)."""
+        c0, t0 = time.thread_time(), time.perf_counter()
+        value = fn()
+        return value, time.perf_counter() - t0, time.thread_time() - c0
+
+    policy, policy_s, policy_cpu = timed(lambda: dsl.load_policy("cdap"))
     progress(f"[{n_grants}] policy parsed and checked in {policy_s * 1000:.0f} ms")
-
-    t = time.perf_counter()
-    authz = Authorizer(policy, World())  # compile, fresh pyDatalog logic, rules, table facts
-    init_s = time.perf_counter() - t
+    # compile, a fresh pyDatalog logic, the rules and the tables' facts
+    authz, init_s, init_cpu = timed(lambda: Authorizer(policy, World()))
     program_facts = sum(len(v) for v in authz.program.facts.values())
-
-    t = time.perf_counter()
-    facts = world_facts(gen.world)
-    facts_s = time.perf_counter() - t
+    facts, facts_s, facts_cpu = timed(lambda: world_facts(gen.world))
     n_facts = {k: len(v) for k, v in facts.items()}
+    total_facts = sum(n_facts.values())
     del facts
 
-    progress(f"[{n_grants}] asserting {sum(n_facts.values())} world facts into pyDatalog ...")
+    progress(f"[{n_grants}] asserting {total_facts} world facts into pyDatalog ...")
     # Authorizer.__init__ is exactly: check, compile, backend, refresh(); refresh derives the
-    # facts again and asserts them. Timing it on its own separates fact loading from set-up.
+    # facts again, asserts them (backend.add) and indexes the grants. Timing it on its own
+    # separates fact loading from set-up; a wrapper on backend.add times the asserting.
+    adding = Stopwatch()
+    add = authz.backend.add
+    authz.backend.add = adding.wrap("add", add)  # type: ignore[method-assign]
     authz.world = gen.world
-    t = time.perf_counter()
-    authz.refresh()
-    refresh_s = time.perf_counter() - t
-    assert_s = max(refresh_s - facts_s, 0.0)
-    total_facts = sum(n_facts.values())
+    _, refresh_s, refresh_cpu = timed(authz.refresh)
+    authz.backend.add = add  # type: ignore[method-assign]
+    assert_s = adding.ns["add"] / 1e9
     result["load"] = {
         "policy_parse_check_s": policy_s,
+        "policy_parse_check_cpu_s": policy_cpu,
         "compile_and_backend_init_s": init_s,
+        "compile_and_backend_init_cpu_s": init_cpu,
         "program_facts": program_facts,
         "rules": len(authz.program.rules),
         "world_facts_derive_s": facts_s,
+        "world_facts_derive_cpu_s": facts_cpu,
         "world_facts_assert_s": assert_s,
+        "refresh_other_s": max(refresh_s - facts_s - assert_s, 0.0),
         "refresh_s": refresh_s,
+        "refresh_cpu_s": refresh_cpu,
         "world_facts": n_facts,
         "world_facts_total": total_facts,
         "assert_us_per_fact": assert_s / total_facts * 1e6 if total_facts else None,
         "authorizer_total_s": init_s + refresh_s,
+        "authorizer_total_cpu_s": init_cpu + refresh_cpu,
         "policy_plus_authorizer_s": policy_s + init_s + refresh_s,
     }
     progress(f"[{n_grants}] loaded: init {init_s:.2f}s, derive facts {facts_s:.2f}s, assert {assert_s:.2f}s "
-             f"({result['load']['assert_us_per_fact']:.1f} µs/fact)")
+             f"({result['load']['assert_us_per_fact']:.1f} µs/fact), refresh {refresh_s:.2f}s "
+             f"({refresh_cpu:.2f}s CPU)")
     rss_loaded = rss_mib()
 
     # -- checks ----------------------------------------------------------------------
     rng = random.Random(f"privilog-bench-requests-{seed}-{n_grants}")
-    warmup = make_requests(gen, 6 * 5, rng)
-    specs = make_requests(gen, n_checks, rng)
+    idx = Indexes.build(gen)
+    warmup = make_requests(idx, 6 * 5, rng)
+    specs = make_requests(idx, n_checks, rng)
 
     watch = Stopwatch()
     authz._evaluate = watch.wrap("evaluate", authz._evaluate)  # type: ignore[method-assign]
@@ -400,12 +447,14 @@ def measure_size(n_grants: int, n_checks: int, n_visible: int, seed: int, budget
     gcw = GcWatch()
     gc.callbacks.append(gcw)
 
-    def run(spec: Spec) -> tuple[int, bool, dict[str, int]]:
+    def run(spec: Spec) -> tuple[int, int, bool, dict[str, int]]:
         watch.reset()
+        c0 = time.thread_time_ns()
         t0 = time.perf_counter_ns()
         decision = authz.check(authz.request(spec.principal, spec.operation, spec.entity, dict(spec.args)))
         elapsed = time.perf_counter_ns() - t0
-        return elapsed, decision.allowed, dict(watch.ns)
+        cpu = time.thread_time_ns() - c0
+        return elapsed, cpu, decision.allowed, dict(watch.ns)
 
     progress(f"[{n_grants}] warm-up: {len(warmup)} checks")
     for spec in warmup:
@@ -416,9 +465,9 @@ def measure_size(n_grants: int, n_checks: int, n_visible: int, seed: int, budget
     rows: list[dict[str, Any]] = []
     began = time.perf_counter()
     for i, spec in enumerate(specs, 1):
-        elapsed, allowed, parts = run(spec)
+        elapsed, cpu, allowed, parts = run(spec)
         rows.append({
-            "operation": spec.operation, "intent": spec.intent, "allowed": allowed, "ns": elapsed,
+            "operation": spec.operation, "intent": spec.intent, "allowed": allowed, "ns": elapsed, "cpu_ns": cpu,
             "evaluate_ns": parts.get("evaluate", 0),
             "query_ns": {k.split(":", 1)[1]: v for k, v in parts.items() if k.startswith("query:")},
             "request": f"{spec.principal} {spec.operation} {spec.entity}" + "".join(f" {k}={v}" for k, v in spec.args),
@@ -442,7 +491,6 @@ def measure_size(n_grants: int, n_checks: int, n_visible: int, seed: int, budget
     # -- visible ---------------------------------------------------------------------
     progress(f"[{n_grants}] timing {n_visible} visible(principal, 'dataset', namespace) calls")
     vis_specs: list[tuple[str, str]] = []
-    idx = Indexes.build(gen)
     for i in range(n_visible):
         if i % 2 == 0:
             grant = rng.choice(idx.by_action_type[("*", "dataset")])
@@ -450,19 +498,30 @@ def measure_size(n_grants: int, n_checks: int, n_visible: int, seed: int, budget
             vis_specs.append((idx.requester(rng, grant.principal), str(ns)))
         else:
             vis_specs.append((rng.choice(gen.users), str(rng.choice(gen.by_type["namespace"]))))
-    authz.visible(*("user:root", "dataset", vis_specs[0][1]))  # warm-up
+    # no warm-up: the checks above warmed the authorizer, and at 100k grants one call takes minutes
     vis_ns: list[int] = []
+    vis_cpu: list[int] = []
     shown: list[int] = []
     eval_ns: list[int] = []
+    timed_out: list[str] = []
     gcw.active = True
     began = time.perf_counter()
     for who, ns in vis_specs:
         watch.reset()
+        c0 = time.thread_time_ns()
         t0 = time.perf_counter_ns()
-        seen = authz.visible(who, "dataset", ns)
+        try:
+            seen = within(call_timeout, lambda who=who, ns=ns: authz.visible(who, "dataset", ns))
+        except CallTimeout:
+            timed_out.append(f"{who} {ns}")
+            progress(f"[{n_grants}]   visible({who}, dataset, {ns}) still running after {call_timeout:g}s: "
+                     "stopped; no more visible calls at this size")
+            break
         vis_ns.append(time.perf_counter_ns() - t0)
+        vis_cpu.append(time.thread_time_ns() - c0)
         eval_ns.append(watch.ns.get("evaluate", 0))
         shown.append(len(seen))
+        progress(f"[{n_grants}]   visible call {len(vis_ns)}: {vis_ns[-1] / 1e9:.2f}s, {len(seen)} shown")
         if time.perf_counter() - began > budget / 2:
             progress(f"[{n_grants}]   time budget spent: stopping after {len(vis_ns)} visible calls")
             break
@@ -470,16 +529,20 @@ def measure_size(n_grants: int, n_checks: int, n_visible: int, seed: int, budget
     gc.callbacks.remove(gcw)
     result["visible"] = {
         **summary_ms(vis_ns),
+        "cpu_median_ms": statistics.median(vis_cpu) / 1e6 if vis_cpu else None,
         "evaluate_median_ms": statistics.median(eval_ns) / 1e6 if eval_ns else None,
+        "timed_out": {"limit_s": call_timeout, "calls": timed_out} if timed_out else None,
         "shown_median": statistics.median(shown) if shown else None,
         "shown_max": max(shown) if shown else None,
         "datasets_per_namespace_median": statistics.median(
-            sum(1 for d in gen.by_type["dataset"] if d.name.startswith(ns.split(":")[1] + ".")) for _, ns in vis_specs[:10]
+            sum(1 for d in gen.by_type["dataset"] if d.name.startswith(ns.split(":")[1] + "."))
+            for _, ns in vis_specs[:10]
         ),
     }
     result["memory_mib"] = {
         "start": rss0, "after_world": rss_world, "after_load": rss_loaded, "peak": peak_rss_mib(),
     }
+    result["loadavg_end"] = loadavg()
     progress(f"[{n_grants}] done")
     return result
 
@@ -491,6 +554,8 @@ def summarise_checks(rows: list[dict[str, Any]]) -> dict[str, Any]:
         chosen = list(selected)
         summary = summary_ms([r["ns"] for r in chosen])
         if chosen:
+            summary["cpu_median_ms"] = statistics.median(r["cpu_ns"] for r in chosen) / 1e6
+            summary["cpu_p99_ms"] = percentile([r["cpu_ns"] / 1e6 for r in chosen], 99)
             summary["evaluate_median_ms"] = statistics.median(r["evaluate_ns"] for r in chosen) / 1e6
             summary["outside_evaluate_median_ms"] = statistics.median(r["ns"] - r["evaluate_ns"] for r in chosen) / 1e6
         return summary
@@ -522,17 +587,18 @@ def privilog_command() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "privilog"]
 
 
-def time_command(argv: list[str], runs: int, expect: int | None) -> dict[str, Any]:
+def time_command(argv: list[str], runs: int, expect: int | None, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Wall time of a command, a new process each run, after one untimed run (file caches warm)."""
-    subprocess.run(argv, cwd=ROOT, capture_output=True, check=False)
+    subprocess.run(argv, cwd=ROOT, capture_output=True, check=False, env=env)
     times: list[int] = []
     codes: list[int] = []
     for _ in range(runs):
         t0 = time.perf_counter_ns()
-        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)
+        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False, env=env)
         times.append(time.perf_counter_ns() - t0)
         codes.append(done.returncode)
-    out = {**summary_ms(times), "exit_codes": sorted(set(codes)), "argv": [Path(a).name if i == 0 else a for i, a in enumerate(argv)]}
+    shown = [Path(a).name if i == 0 else a for i, a in enumerate(argv)]
+    out = {**summary_ms(times), "exit_codes": sorted(set(codes)), "argv": shown}
     if expect is not None and set(codes) != {expect}:
         out["unexpected_exit"] = f"expected {expect}, got {codes}: {done.stderr.strip()[:300]}"
         progress(f"  warning: {out['unexpected_exit']}")
@@ -540,26 +606,38 @@ def time_command(argv: list[str], runs: int, expect: int | None) -> dict[str, An
 
 
 def measure_cli(runs: int, seed: int, world_grants: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="privilog-bench-pycache-") as pycache:
+        # An installed package has bytecode caches; keep them out of the source tree.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = pycache
+        return _measure_cli(runs, seed, world_grants, env)
+
+
+def _measure_cli(runs: int, seed: int, world_grants: int, env: dict[str, str]) -> dict[str, Any]:
     from engine.world import save_world
 
     cli = privilog_command()
     sample = ROOT / "privilog" / "samples" / "world.yaml"
     out: dict[str, Any] = {}
     progress(f"CLI: python start-up, {runs} runs")
-    out["python_startup"] = time_command([sys.executable, "-c", "pass"], runs, 0)
+    out["python_startup"] = time_command([sys.executable, "-c", "pass"], runs, 0, env)
     progress(f"CLI: `import privilog.cli`, {runs} runs")
-    out["import_privilog_cli"] = time_command([sys.executable, "-c", "import privilog.cli"], runs, 0)
+    out["import_privilog_cli"] = time_command([sys.executable, "-c", "import privilog.cli"], runs, 0, env)
     progress(f"CLI: privilog check, no world, {runs} runs")
     out["check_no_world"] = time_command(
-        [*cli, "check", "user:alice", "namespace.create", "namespace:ns1"], runs, 1
+        [*cli, "check", "user:alice", "namespace.create", "namespace:ns1"], runs, 1, env
     )
     progress(f"CLI: privilog check --world sample, {runs} runs")
-    out["check_sample_allowed"] = time_command(
-        [*cli, "check", "user:bob", "dataset.read", "dataset:sales.orders", "--world", str(sample)], runs, 0
-    )
+    sample_allowed = [*cli, "check", "user:bob", "dataset.read", "dataset:sales.orders", "--world", str(sample)]
+    out["check_sample_allowed"] = time_command(sample_allowed, runs, 0, env)
     out["check_sample_denied"] = time_command(
-        [*cli, "check", "user:bob", "dataset.write", "dataset:sales.orders", "--world", str(sample)], runs, 1
+        [*cli, "check", "user:bob", "dataset.write", "dataset:sales.orders", "--world", str(sample)], runs, 1, env
     )
+    no_cache = {**env, "PYTHONDONTWRITEBYTECODE": "1"}
+    no_cache.pop("PYTHONPYCACHEPREFIX")
+    if "PYTHONDONTWRITEBYTECODE" in os.environ:
+        # privilog's own modules compiled from source at every start, as in this environment
+        out["check_sample_allowed_no_bytecode_cache"] = time_command(sample_allowed, runs, 0, no_cache)
 
     progress(f"CLI: writing a generated {world_grants}-grant world to a temporary YAML file")
     gen = worldgen.generate(world_grants, seed)
@@ -571,20 +649,20 @@ def measure_cli(runs: int, seed: int, world_grants: int) -> dict[str, Any]:
         save_world(gen.world, path)
         size = path.stat().st_size
         progress(f"CLI: privilog check --world {path.name} ({size / 1e6:.1f} MB), {runs} runs each")
-        allowed = time_command([*cli, "check", who, "dataset.read", str(what), "--world", str(path)], runs, 0)
+        allowed = time_command([*cli, "check", who, "dataset.read", str(what), "--world", str(path)], runs, 0, env)
         denied = time_command(
-            [*cli, "check", "user:nobody", "dataset.read", str(what), "--world", str(path)], runs, 1
+            [*cli, "check", "user:nobody", "dataset.read", str(what), "--world", str(path)], runs, 1, env
         )
         # where the time goes inside one such process
         progress("CLI: one in-process breakdown of the generated-world check")
-        breakdown = cli_breakdown(path, who, str(what))
+        breakdown = cli_breakdown(path, who, str(what), env)
     out[f"check_{world_grants}_allowed"] = {**allowed, "world_file_bytes": size}
     out[f"check_{world_grants}_denied"] = {**denied, "world_file_bytes": size}
     out[f"check_{world_grants}_breakdown_s"] = breakdown
     return out
 
 
-def cli_breakdown(path: Path, who: str, what: str) -> dict[str, float]:
+def cli_breakdown(path: Path, who: str, what: str, env: dict[str, str]) -> dict[str, float]:
     code = f"""
 import json, time
 t0 = time.perf_counter()
@@ -603,7 +681,7 @@ t5 = time.perf_counter()
 print(json.dumps({{"imports": t1 - t0, "policy": t2 - t1, "read_world_yaml": t3 - t2,
                   "authorizer": t4 - t3, "check": t5 - t4}}))
 """
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True, env=env)
     return json.loads(done.stdout)
 
 
@@ -615,6 +693,14 @@ def fmt_ms(summary: dict[str, Any], key: str) -> str:
         return "—"
     value = summary[key]
     return f"{value:.2f}" if value < 100 else f"{value:.0f}"
+
+
+def pick(size: dict[str, Any], op: str | None, outcome: str) -> dict[str, Any]:
+    """The summary of one size's checks of ``op`` (None: all) that were ``outcome``."""
+    checks = size.get("checks", {})
+    if op is None:
+        return dict(checks.get(outcome, {}))
+    return dict(checks.get("by_operation", {}).get(op, {}).get(outcome, {}))
 
 
 def render(results: dict[str, Any]) -> str:
@@ -646,30 +732,41 @@ def render(results: dict[str, Any]) -> str:
         row("derive world facts (Python)", lambda s: s["load"]["world_facts_derive_s"])
         row("assert world facts (pyDatalog)", lambda s: s["load"]["world_facts_assert_s"])
         row("  µs per asserted fact", lambda s: s["load"]["assert_us_per_fact"], ".1f")
+        row("rest of refresh (diff, grant index)", lambda s: s["load"]["refresh_other_s"])
         row("Authorizer total (init + refresh)", lambda s: s["load"]["authorizer_total_s"])
+        row("  of which CPU (thread time)", lambda s: s["load"]["authorizer_total_cpu_s"])
         row("peak RSS (MiB)", lambda s: s["memory_mib"]["peak"], ",.0f")
 
         lines += ["", "Check latency, ms: median / p99 (n)   [allowed | denied]", head]
         for op in (*OPERATIONS, None):
             for outcome in ("allowed", "denied"):
                 def cell(s: dict[str, Any], op: str | None = op, outcome: str = outcome) -> str:
-                    c = s.get("checks", {})
-                    summary = c.get(outcome, {}) if op is None else c.get("by_operation", {}).get(op, {}).get(outcome, {})
+                    summary = pick(s, op, outcome)
                     if not summary.get("n"):
                         return f"{'—':>14}"
                     return f"{fmt_ms(summary, 'median_ms') + ' / ' + fmt_ms(summary, 'p99_ms'):>14}"
                 label = f"{op or 'ALL'} {outcome}"
-                n = "/".join(
-                    str((s.get("checks", {}).get(outcome, {}) if op is None
-                         else s.get("checks", {}).get("by_operation", {}).get(op, {}).get(outcome, {})).get("n", 0))
-                    for s in sizes
-                )
+                n = "/".join(str(pick(s, op, outcome).get("n", 0)) for s in sizes)
                 lines.append(f"{label + ' (n ' + n + ')':42}" + "".join(cell(s) for s in sizes))
+        lines += ["", "Check CPU (thread) time, median ms: allowed | denied", head]
+        for op in (*OPERATIONS, None):
+            def cpu_cell(s: dict[str, Any], op: str | None = op) -> str:
+                parts = [pick(s, op, outcome) for outcome in ("allowed", "denied")]
+                text = " | ".join(fmt_ms(p, "cpu_median_ms") if p.get("n") else "—" for p in parts)
+                return f"{text:>14}"
+            lines.append(f"{op or 'ALL':42}" + "".join(cpu_cell(s) for s in sizes))
+        lines.append("")
         row("all checks: median ms", lambda s: s["checks"]["all"]["median_ms"])
         row("all checks: p99 ms", lambda s: s["checks"]["all"]["p99_ms"])
+        row("all checks: median CPU ms (thread time)", lambda s: s["checks"]["all"]["cpu_median_ms"])
+        row("allowed: median ms in pyDatalog", lambda s: s["checks"]["allowed"]["evaluate_median_ms"])
         row("denied: median ms outside pyDatalog", lambda s: s["checks"]["denied"]["outside_evaluate_median_ms"])
         row("visible(p, dataset, ns): median ms", lambda s: s["visible"]["median_ms"])
         row("visible(p, dataset, ns): p99 ms", lambda s: s["visible"]["p99_ms"])
+        row("visible: median CPU ms", lambda s: s["visible"]["cpu_median_ms"])
+        row("visible: calls timed", lambda s: s["visible"]["n"], "d")
+        row("visible: calls stopped at the limit", lambda s: len((s["visible"]["timed_out"] or {})["calls"]), "d")
+        row("load average at start (1 min)", lambda s: s["loadavg_start"][0], ".1f")
         row("gen-2 GC passes during checks+visible", lambda s: s["checks_gc"].get("gen2", {}).get("passes", 0), "d")
     cli = results.get("cli")
     if cli:
@@ -694,6 +791,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--visible", type=int, default=30, help="timed visible() calls per size (default 30)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--budget", type=float, default=600, help="seconds of timed checks per size at most")
+    parser.add_argument("--call-timeout", type=float, default=900,
+                        help="seconds one visible() call may take before it is stopped (0: no limit)")
     parser.add_argument("--cli-runs", type=int, default=5, help="runs of each CLI command (median)")
     parser.add_argument("--cli-world", type=int, default=10000, help="grants in the CLI's generated world")
     parser.add_argument("--no-cli", action="store_true", help="skip the cold-start CLI timings")
@@ -703,7 +802,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.worker is not None:
-        result = measure_size(args.worker, args.checks, args.visible, args.seed, args.budget)
+        result = measure_size(args.worker, args.checks, args.visible, args.seed, args.budget, args.call_timeout)
         Path(args.worker_out).write_text(json.dumps(result, indent=1))
         return 0
 
@@ -711,7 +810,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "machine": machine_info(),
         "settings": {"sizes": sizes, "checks": args.checks, "visible": args.visible, "seed": args.seed,
-                     "budget_s": args.budget, "cli_runs": args.cli_runs},
+                     "budget_s": args.budget, "call_timeout_s": args.call_timeout, "cli_runs": args.cli_runs},
         "sizes": [],
     }
     progress(f"machine: {results['machine']['cpu_model']}, {results['machine']['cpu_count']} cores")
@@ -727,7 +826,8 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         done = subprocess.run(
             [sys.executable, __file__, "--worker", str(size), "--worker-out", str(part), "--checks", str(args.checks),
-             "--visible", str(args.visible), "--seed", str(args.seed), "--budget", str(args.budget)],
+             "--visible", str(args.visible), "--seed", str(args.seed), "--budget", str(args.budget),
+             "--call-timeout", str(args.call_timeout)],
             check=False,
         )
         if done.returncode != 0:
