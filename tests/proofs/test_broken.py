@@ -205,7 +205,7 @@ denied(R) :- request(R, P, "namespace.get", E), holds(P, "READ", D1, _), holds(P
 """
     assert broken(run(body)) == {}
     assert "monotonic" in broken(run(body, max_entities=2))
-    generated = run(body, examples=100)
+    generated = run(body, examples=400)
     assert "monotonic" in broken(generated)
     found = generated.verdict("monotonic").counterexample
     assert found is not None and replay(body, found) == [True, False]
