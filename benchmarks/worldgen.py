@@ -27,22 +27,7 @@ from dataclasses import dataclass, field
 
 from engine.ids import PROGRAM_KINDS, EntityId
 from engine.world import Grant, World
-
-ACTIONS = ("READ", "WRITE", "EXECUTE", "ADMIN")
-
-# The action mix of a grant, by the entity type it is on.
-ACTION_WEIGHTS: dict[str, tuple[int, int, int, int]] = {
-    "namespace": (3, 1, 1, 3),
-    "application": (3, 1, 2, 4),
-    "program": (2, 1, 5, 2),
-    "schedule": (2, 1, 3, 2),
-    "dataset": (5, 3, 0, 2),
-    "dataset_module": (3, 1, 0, 2),
-    "dataset_type": (4, 1, 0, 1),
-    "stream": (5, 3, 0, 2),
-    "artifact": (5, 1, 1, 3),
-    "securekey": (4, 0, 0, 2),
-}
+from privilog.generate import ACTION_WEIGHTS, ACTIONS  # the same action mix as `privilog generate`
 
 
 @dataclass

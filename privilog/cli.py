@@ -276,6 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     from privilog import repl
 
     repl.register(sub)
+    from privilog import pipeline  # pyspark is imported only when a pipeline command runs
+
+    pipeline.register(sub)
     return parser
 
 

@@ -1,0 +1,65 @@
+"""A SparkSession set up for evaluating programs on a small machine, or a cluster.
+
+ENGINES.md: start-up takes tens of seconds on these machines, about half that
+with ``SPARK_LOCAL_IP=127.0.0.1``; driver memory must be set before the JVM
+starts; 200 shuffle partitions make small jobs many times slower than a few; the
+console progress bar garbles a command's own progress lines.
+
+The engine keeps relations keyed by a request id hash-partitioned by it, so that
+their joins and ``distinct`` need no shuffle (engine.spark.plan). Spark keeps a
+cached relation's partitioning only with adaptive execution off, and co-partitions
+a join on more keys than the partitioning only when told it need not require them
+all; :data:`SETTINGS` says both. An existing session (a test suite's, or one
+``spark-submit`` made) is used as it is, with those settings applied.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+DEFAULT_DRIVER_MEMORY = "4g"
+DEFAULT_PARTITIONS = 4
+
+# Runtime SQL settings the engine's plans rely on for speed (never for correctness).
+SETTINGS = {
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.requireAllClusterKeysForCoPartition": "false",
+    "spark.sql.unionOutputPartitioning": "true",
+}
+
+
+def make_session(
+    master: str | None = None,
+    driver_memory: str | None = None,
+    partitions: int | None = None,
+    app_name: str = "privilog",
+) -> SparkSession:
+    """The active session, or a new one: ``master`` (default ``local[*]``), UI and progress bar off."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        if partitions is not None:
+            active.conf.set("spark.sql.shuffle.partitions", str(partitions))
+        for key, value in SETTINGS.items():
+            active.conf.set(key, value)
+        return active
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None or "SPARK_MASTER" not in os.environ:
+        builder = builder.master(master or DEFAULT_MASTER)
+    settings = {
+        "spark.driver.memory": driver_memory or DEFAULT_DRIVER_MEMORY,
+        "spark.sql.shuffle.partitions": str(partitions or DEFAULT_PARTITIONS),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.maxResultSize": "0",  # broadcasts of large relations are collected on the driver
+        "spark.driver.extraJavaOptions": "-Dlog4j2.level=error",
+        **SETTINGS,
+    }
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
