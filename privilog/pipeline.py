@@ -1057,13 +1057,14 @@ def spark_failure(error: Exception) -> str | None:
     """One line saying why a Spark job failed and what to change, or None if ``error`` is not Spark's."""
     if not type(error).__module__.startswith(("py4j", "pyspark")):
         return None
-    from engine.spark.session import DEFAULT_DRIVER_MEMORY
+    from engine.spark.session import local_driver_memory
 
     text = str(error)
-    if "OutOfMemoryError" in text or "not enough memory" in text:
+    # the JVM stopping mid-job is, on one machine, nearly always the heap running out
+    if any(sign in text for sign in ("OutOfMemoryError", "not enough memory", "SparkContext was shut down")):
         return (
-            "Spark ran out of memory; give it more with --driver-memory (default "
-            f"{DEFAULT_DRIVER_MEMORY}) or spread the work over more --partitions"
+            "Spark ran out of memory; give it more with --driver-memory (default here "
+            f"{local_driver_memory()}) or spread the work over more --partitions"
         )
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("at ")]
     cause = next((line for line in lines if "Exception:" in line or "Error:" in line), lines[0] if lines else text)
@@ -1111,7 +1112,7 @@ def register(sub: Any) -> None:
             q.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
         q.add_argument("--format", choices=FORMATS, help="the input format (default: from each file's name)")
         q.add_argument("--master", help="Spark master URL (default local[*]; spark-submit sets its own)")
-        q.add_argument("--driver-memory", default=None, help="Spark driver memory (default 4g)")
+        q.add_argument("--driver-memory", help="Spark driver memory (default: half the machine's, 2g-16g)")
         q.add_argument("--partitions", type=int, default=None, help="Spark shuffle partitions (default 4)")
         q.add_argument("--instance", default=DEFAULT_INSTANCE, help="the CDAP instance name (default cdap)")
         q.add_argument(

@@ -20,7 +20,16 @@ import os
 from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
-DEFAULT_DRIVER_MEMORY = "4g"
+DEFAULT_DRIVER_MEMORY = "4g"  # when the machine's memory cannot be read
+
+
+def local_driver_memory() -> str:
+    """Half of this machine's memory, at least 2g and at most 16g: in local mode the driver does all the work."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return DEFAULT_DRIVER_MEMORY
+    return f"{max(2, min(16, total // 2**31))}g"
 DEFAULT_PARTITIONS = 4
 
 # Runtime SQL settings the engine's plans rely on for speed (never for correctness).
@@ -50,7 +59,7 @@ def make_session(
     if master is not None or "SPARK_MASTER" not in os.environ:
         builder = builder.master(master or DEFAULT_MASTER)
     settings = {
-        "spark.driver.memory": driver_memory or DEFAULT_DRIVER_MEMORY,
+        "spark.driver.memory": driver_memory or local_driver_memory(),
         "spark.sql.shuffle.partitions": str(partitions or DEFAULT_PARTITIONS),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
