@@ -238,12 +238,14 @@ def cmd_decide(args: argparse.Namespace) -> int:
     return 0
 
 
-def compare(spark: SparkSession, pipeline: DataFrame, handwritten: DataFrame, examples: int = 5) -> dict[str, Any]:
+def compare(pipeline: DataFrame, handwritten: DataFrame, examples: int = 5) -> dict[str, Any]:
     """Counts of the requests two decision tables hold and decide differently, with a few examples.
 
     Requests are matched on all their columns (null-safe: ``args`` may be null). A
-    request differs on ``decision``, on the ids of its unmet requirements, or on the
-    whole unmet list (texts and lacking entities too).
+    request differs when one side lacks it, or on ``decision``, on the ids of its
+    unmet requirements, or on the whole unmet list (texts and lacking entities too).
+    A request held twice would join more rows than either side has: ``agree`` is
+    false then too. One pass over the join, a second only to show examples.
     """
     from pyspark.sql import functions as F
 
@@ -268,37 +270,36 @@ def compare(spark: SparkSession, pipeline: DataFrame, handwritten: DataFrame, ex
         "unmet_ids_differ": F.col("pipeline_ids") != F.col("handwritten_ids"),
         "unmet_differs": F.col("pipeline_unmet") != F.col("handwritten_unmet"),
     }
-    row = both.agg(
-        F.count("*").alias("matched_or_not"),
-        *(F.sum(F.when(flag, 1).otherwise(0)).alias(name) for name, flag in flags.items()),
-    ).first()
-    assert row is not None
-    counts = {name: int(row[name] or 0) for name in ("matched_or_not", *flags)}
-    counts["pipeline_rows"] = pipeline.count()
-    counts["handwritten_rows"] = handwritten.count()
-    counts["pipeline_duplicate_keys"] = counts["pipeline_rows"] - pipeline.select(*KEY).distinct().count()
     differs = F.lit(False)
     for flag in flags.values():
         differs = differs | F.coalesce(flag, F.lit(False))
-    counts["differing"] = both.where(differs).count()
-    shown = both.where(differs).limit(examples).collect()
-    return {**counts, "examples": [r.asDict() for r in shown]}
+    flags["differing"] = differs
+    row = both.agg(
+        F.count("*").alias("joined_rows"),
+        *(F.sum(F.when(flag, 1).otherwise(0)).alias(name) for name, flag in flags.items()),
+    ).first()
+    assert row is not None
+    counts = {name: int(row[name] or 0) for name in ("joined_rows", *flags)}
+    counts.update(pipeline_rows=pipeline.count(), handwritten_rows=handwritten.count())
+    agree = counts["differing"] == 0 and counts["joined_rows"] == counts["pipeline_rows"] == counts["handwritten_rows"]
+    shown = both.where(differs).limit(examples).collect() if counts["differing"] else []
+    return {**counts, "agree": agree, "examples": [r.asDict() for r in shown]}
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Compare two decision tables; the counts as JSON to ``--out`` (and stdout). Exit 1 if they differ."""
+    """Compare two decision tables; the counts as JSON to ``--out`` (and stdout). Exit 1 unless they agree."""
     from privilog.pipeline import Progress, spark_session
 
     progress = Progress(quiet=args.quiet)
     progress("starting Spark (local[*])")
     spark = spark_session(None, args.driver_memory, args.partitions)
-    result = compare(spark, spark.read.parquet(args.pipeline), spark.read.parquet(args.handwritten))
+    result = compare(spark.read.parquet(args.pipeline), spark.read.parquet(args.handwritten))
     text = json.dumps(result, indent=2, default=str)
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")
     print(text)
     progress("done")
-    return 1 if result["differing"] else 0
+    return 0 if result["agree"] else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
