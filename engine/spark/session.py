@@ -56,7 +56,9 @@ def make_session(
         return active
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName(app_name)
-    if master is not None or "SPARK_MASTER" not in os.environ:
+    # Under spark-submit the JVM is already up with its --master (PySpark's gateway is in the environment).
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    if master is not None or not (submitted or "SPARK_MASTER" in os.environ):
         builder = builder.master(master or DEFAULT_MASTER)
     settings = {
         "spark.driver.memory": driver_memory or local_driver_memory(),
@@ -67,6 +69,8 @@ def make_session(
         "spark.driver.extraJavaOptions": "-Dlog4j2.level=error",
         **SETTINGS,
     }
+    if submitted and driver_memory is None:
+        del settings["spark.driver.memory"]  # spark-submit's own --driver-memory holds
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
