@@ -250,9 +250,9 @@ class Vocabulary:
         from pyspark.sql import functions as F
 
         known = ", ".join(self.policy.actions)
-        return F.when(
-            value.isNull() | ~value.isin(*self.policy.actions, "ALL"),
-            F.concat(F.lit("unknown action `"), F.coalesce(value, F.lit("")), F.lit(f"`: actions are {known} and ALL")),
+        return F.when(value.isNull() | (value == ""), F.lit(f"missing action: actions are {known} and ALL")).when(
+            ~value.isin(*self.policy.actions, "ALL"),
+            F.concat(F.lit("unknown action `"), value, F.lit(f"`: actions are {known} and ALL")),
         )
 
     def _enclosing(self, value: Column, above: str) -> Column:

@@ -1,0 +1,347 @@
+"""``privilog pipeline`` against the reference engine, on generated deployments.
+
+Hypothesis draws a batch of small worlds (conftest.py: entities in up to three
+namespaces, grants with pre-grants, `ALL` and whole-namespace grants with holes,
+memberships of users, groups and roles) and requests on them: creates of entities
+that do not exist yet (some inside applications or namespaces that do not exist
+either), arguments (booleans in their many spellings, artifacts, programs of a
+schedule's application, owners), group and role principals, and a few malformed
+requests. The pipeline's module functions decide the whole batch in one run, and:
+
+* a request is rejected exactly when the reference engine refuses it
+  (``Authorizer.request`` raises), and every other request is decided once;
+* each decision (allow or deny, the unmet requirement ids, and what each unmet
+  "every" requirement lacks) equals ``Authorizer.check``'s;
+* for every shipped policy, the visibility table's (principal, entity) pairs equal
+  what ``Authorizer.visible`` shows each principal of the world for each listable
+  type, and each row's witness is a grant the reference engine counts for that listing.
+
+Decisions are compared under cdap: how the pipeline assembles them (rounds for
+creates, unmet requirements, what they lack) does not depend on the policy, and
+test_engine.py holds every policy's derived relations to the reference. Visibility is
+compared under every policy, since which listing requests the pipeline asks depends on
+the scopes of each policy's listings. Relations this small are folded on the driver
+by the engine's defaults; test_engine.py holds the plans that run in Spark to the
+reference.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+import dsl
+import privilog
+from dsl.ir import Policy
+from engine.authorizer import RequestError
+from engine.decision import Decision
+
+if TYPE_CHECKING:
+    from conftest import Batch, Case
+    from pyspark.sql import DataFrame, SparkSession
+
+    from engine.spark.evaluate import SparkEngine
+    from privilog.pipeline import Deployment
+
+pytest.importorskip("pyspark")
+pytestmark = pytest.mark.slow
+
+WORLDS = 12  # Hypothesis examples, decided together
+REQUESTS = 16  # at most, per world
+POLICIES = ["cdap", "cdap-draft", "cdap-draft-revised", "cdap-4.2", "cdap-proposed"]
+LISTED_WORLDS = 8  # Hypothesis examples per policy whose visibility is compared
+
+
+def _frames(spark: SparkSession, batch: Batch) -> dict[str, DataFrame]:
+    world = batch.world
+    # the timestamp column carries each request's index through to the decisions and the rejects
+    rows = [(*r, str(i)) for i, r in enumerate(batch.requests)]
+    return {
+        "entities": spark.createDataFrame([(e,) for e in world["entities"]], "entity string"),
+        "grants": spark.createDataFrame(
+            [tuple(g) for g in world["grants"]], "principal string, action string, entity string"
+        ),
+        "members": spark.createDataFrame([tuple(m) for m in world["members"]], "principal string, group string"),
+        "requests": spark.createDataFrame(
+            rows, "principal string, operation string, entity string, args string, timestamp string"
+        ),
+    }
+
+
+def _deployment(spark: SparkSession, policy: Policy, frames: dict[str, DataFrame]) -> tuple[SparkEngine, Deployment]:
+    from engine.program import compile_policy
+    from engine.spark.evaluate import SparkEngine
+    from privilog import pipeline
+
+    engine = SparkEngine(compile_policy(policy), spark, progress=pipeline.Progress(quiet=True))
+    vocabulary = pipeline.Vocabulary(policy)
+    deployment = pipeline.load_deployment(spark, vocabulary, frames["entities"], frames["grants"], frames["members"])
+    return engine, deployment
+
+
+def _world_rejects(deployment: Deployment) -> list[str]:
+    return [f"{r['table']}: {r['row']}: {r['reason']}" for r in deployment.rejects.collect()]
+
+
+# ---- decisions --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """What ``decide_all`` made of one batch, keyed by each request's index in ``batch.requests``."""
+
+    batch: Batch
+    reference: privilog.Authorizer
+    decided: dict[int, list[dict[str, Any]]]  # index -> rows of the decisions table (one, if all is well)
+    rejected: dict[int, list[str]]  # index -> reasons
+    world_rejects: list[str]
+    rounds: int  # rounds of decide_all (requests on entities not in the inventory come after the others)
+
+
+@pytest.fixture(scope="module")
+def run(spark: SparkSession, generated: Callable[..., Batch]) -> Pipeline:
+    """A batch of generated worlds and requests decided by the pipeline's functions under cdap."""
+    from privilog import pipeline
+
+    policy = dsl.load_policy("cdap")
+    batch = generated(policy, WORLDS, REQUESTS)
+    frames = _frames(spark, batch)
+    engine, deployment = _deployment(spark, policy, frames)
+    checked = pipeline.check_requests(spark, deployment.vocabulary, pipeline.number_requests(frames["requests"]))
+    result = pipeline.decide_all(spark, engine, deployment, checked, pipeline.Progress(quiet=True))
+    decided: dict[int, list[dict[str, Any]]] = {}
+    for row in result.table.collect():
+        decided.setdefault(int(row["timestamp"]), []).append(row.asDict(recursive=True))
+    rejected: dict[int, list[str]] = {}
+    for row in checked.rejects.collect():
+        assert row["table"] == "requests"
+        rejected.setdefault(int(json.loads(row["row"])["timestamp"]), []).append(row["reason"])
+    reference = privilog.load(policy, batch.world)
+    return Pipeline(batch, reference, decided, rejected, _world_rejects(deployment), result.rounds)
+
+
+def _reference(run: Pipeline, index: int) -> Decision | str:
+    """The reference engine's decision on a request, or why it refuses the request."""
+    principal, operation, entity, args = run.batch.requests[index]
+    authz = run.reference
+    try:
+        request = authz.request(principal, operation, entity, json.loads(args) if args else {})
+    except RequestError as error:
+        return str(error)
+    return authz.check(request)
+
+
+def _unmet(decision: Decision) -> dict[str, list[str]]:
+    return {o.id: sorted(str(e) for e in o.lacking) for o in decision.unmet}
+
+
+def _pipeline_unmet(row: dict[str, Any]) -> dict[str, list[str]]:
+    return {u["requirement"]: sorted(u["lacking"]) for u in row["unmet"]}
+
+
+def _where(case: Case) -> str:
+    return f"world {json.dumps(case.world)}"
+
+
+def test_a_generated_world_is_never_rejected(run: Pipeline) -> None:
+    assert run.world_rejects == []
+
+
+def test_every_request_is_decided_once_or_rejected(run: Pipeline) -> None:
+    everything = set(range(len(run.batch.requests)))
+    assert set(run.decided) | set(run.rejected) == everything
+    assert not set(run.decided) & set(run.rejected)
+    assert {i: len(rows) for i, rows in run.decided.items() if len(rows) != 1} == {}
+    assert {i: reasons for i, reasons in run.rejected.items() if len(reasons) != 1 or not reasons[0]} == {}
+
+
+def test_a_request_is_rejected_exactly_when_the_reference_refuses_it(run: Pipeline) -> None:
+    disagreements = []
+    for index, request in enumerate(run.batch.requests):
+        expected = _reference(run, index)
+        if isinstance(expected, str) != (index in run.rejected):
+            got = run.rejected.get(index, "decided")
+            disagreements.append(
+                f"{request}: reference {expected if isinstance(expected, str) else 'accepts it'}; pipeline {got}; "
+                f"{_where(run.batch.case_of(index))}"
+            )
+    assert disagreements == []
+
+
+def test_decisions_agree_with_the_reference(run: Pipeline) -> None:
+    disagreements = []
+    for index, rows in sorted(run.decided.items()):
+        expected = _reference(run, index)
+        if isinstance(expected, str):
+            continue  # the test above reports it
+        (row,) = rows
+        want = ("allow" if expected.allowed else "deny", _unmet(expected))
+        got = (row["decision"], _pipeline_unmet(row))
+        if want != got:
+            disagreements.append(
+                f"{run.batch.requests[index]}: reference {want}, pipeline {got}; {_where(run.batch.case_of(index))}"
+            )
+    assert disagreements == []
+
+
+def test_the_batch_covers_what_the_comparison_is_about(run: Pipeline) -> None:
+    """The generated requests are not all alike: without these the tests above prove little."""
+    decisions = [rows[0] for rows in run.decided.values()]
+    existing = {str(e) for e in run.reference.world.existing()}
+    groups = {p for c in run.batch.cases for p in c.names.groups}
+    assert sum(d["decision"] == "allow" for d in decisions) >= 10
+    assert sum(d["decision"] == "deny" for d in decisions) >= 10
+    assert sum(d["entity"] not in existing for d in decisions) >= 10, "creates of entities not in the inventory"
+    assert run.rounds >= 3, "creates inside entities that other requests create"
+    assert sum(bool(d["args"]) for d in decisions) >= 4, "requests with arguments"
+    assert sum(d["principal"] in groups for d in decisions) >= 5, "requests by groups and roles"
+    assert len(run.rejected) >= 10
+
+
+# ---- arguments --------------------------------------------------------------------------
+
+# application.deploy's arguments as a JSON object, spelled in ways a log may spell them
+ARGUMENTS = {
+    "JSON booleans and numbers": [
+        {"artifact": "artifact:ns1.art", "new_artifact": value} for value in (True, False, 1, 0, None, 1.0)
+    ],
+    "words": [
+        {"artifact": "artifact:ns1.art", "new_artifact": value}
+        for value in ("", "true", "YES", "Off", " on ", "1 ", "tru", "maybe")
+    ],
+    "words in other whitespace": [
+        {"artifact": "artifact:ns1.art", "new_artifact": value}
+        for value in ("\ttrue", "true\n", "\u00a0yes", "\u2003no")
+    ],
+    "entities": [
+        {"$artifact": "artifact:ns1.art"},
+        {"$$artifact": "artifact:ns1.art", "owner": "kerberosprincipal:svc/host@EXAMPLE.COM"},
+        {"artifact": " artifact:ns1.art"},
+        {"artifact": ["artifact:ns1.art"]},
+        {"artifact": {"a": "b"}},
+        {"artifact": "artifact:ns2.art"},
+        {"owner": "user:a"},
+    ],
+}
+# The same argument twice: a JSON object's text may say so, Python's json module keeps the last.
+REPEATED = '{"artifact": "artifact:ns1.art", "artifact": "artifact:ns1.other"}'
+
+
+@pytest.fixture(scope="module")
+def arguments(spark: SparkSession) -> dict[str, tuple[str, ...] | str]:
+    """Each argument text of ARGUMENTS and REPEATED, read by ``check_requests``: the normalised
+    (name, value) pairs it keeps as facts, or why it rejects the request."""
+    from privilog import pipeline
+
+    texts = [json.dumps(a) for cases in ARGUMENTS.values() for a in cases] + [REPEATED]
+    rows = [("user:a", "application.deploy", "application:ns1.app", text, text) for text in texts]
+    frame = spark.createDataFrame(
+        rows, "principal string, operation string, entity string, args string, timestamp string"
+    )
+    checked = pipeline.check_requests(
+        spark, pipeline.Vocabulary(dsl.load_policy("cdap")), pipeline.number_requests(frame)
+    )
+    text_of = {row["rid"]: row["timestamp"] for row in checked.good.collect()}
+    kept: dict[str, list[tuple[str, str]]] = {text: [] for text in text_of.values()}
+    for row in checked.args.collect():
+        kept[text_of[row["rid"]]].append((row["name"], row["value"]))
+    read: dict[str, tuple[str, ...] | str] = {text: tuple(sorted(pairs)) for text, pairs in kept.items()}
+    for row in checked.rejects.collect():
+        read[json.loads(row["row"])["timestamp"]] = row["reason"]
+    return read
+
+
+def _reference_reads(text: str) -> tuple[tuple[str, str], ...] | str:
+    authz = privilog.load("cdap")
+    try:
+        return authz.request("user:a", "application.deploy", "application:ns1.app", json.loads(text)).args
+    except RequestError as error:
+        return str(error)
+
+
+@pytest.mark.parametrize("kind", list(ARGUMENTS))
+def test_arguments_are_read_as_the_reference_reads_them(kind: str, arguments: dict[str, tuple[str, ...] | str]) -> None:
+    """Kept as the same facts, or rejected by both."""
+    disagreements = []
+    for args in ARGUMENTS[kind]:
+        text = json.dumps(args)
+        expected, got = _reference_reads(text), arguments[text]
+        if expected != got and not (isinstance(expected, str) and isinstance(got, str)):
+            disagreements.append(f"{text}: reference {expected!r}, pipeline {got!r}")
+    assert disagreements == []
+
+
+def test_an_argument_given_twice_is_not_read_as_two(arguments: dict[str, tuple[str, ...] | str]) -> None:
+    """The reference engine takes one value per argument; two `artifact` facts would let a
+    grant on either artifact meet `any on $artifact`. Rejecting the request would also do."""
+    got = arguments[REPEATED]
+    assert isinstance(got, str) or got == _reference_reads(REPEATED), got
+
+
+# ---- visibility -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What ``visibility`` made of one batch of worlds (their requests unused)."""
+
+    batch: Batch
+    reference: privilog.Authorizer
+    visible: list[dict[str, Any]]  # rows of the visibility table
+    world_rejects: list[str]
+
+
+@pytest.fixture(scope="module", params=POLICIES)
+def shown(request: pytest.FixtureRequest, spark: SparkSession, generated: Callable[..., Batch]) -> Shown:
+    """A batch of generated worlds listed by the pipeline's functions under one policy."""
+    from privilog import pipeline
+
+    policy = dsl.load_policy(request.param)
+    batch = generated(policy, LISTED_WORLDS, 1)
+    engine, deployment = _deployment(spark, policy, _frames(spark, batch))
+    visible = [
+        row.asDict() for row in pipeline.visibility(spark, engine, deployment, pipeline.Progress(quiet=True)).collect()
+    ]
+    return Shown(batch, privilog.load(policy, batch.world), visible, _world_rejects(deployment))
+
+
+def test_a_listed_world_is_never_rejected(shown: Shown) -> None:
+    assert shown.world_rejects == []
+
+
+def _reference_visible(shown: Shown) -> set[tuple[str, str]]:
+    authz = shown.reference
+    return {
+        (principal, str(entity.entity))
+        for principal in sorted(authz.world.principals())
+        for entity_type in authz.listable_types()
+        for entity in authz.visible(principal, entity_type)
+    }
+
+
+def test_visibility_agrees_with_the_reference(shown: Shown) -> None:
+    got = {(row["principal"], row["entity"]) for row in shown.visible}
+    assert len(got) == len(shown.visible), "a (principal, entity) pair is listed twice"
+    expected = _reference_visible(shown)
+    worlds = {p: c.world for c in shown.batch.cases for p in (*c.names.users, *c.names.groups)}
+    missing = [f"{pair} (world {worlds.get(pair[0])})" for pair in sorted(expected - got)]
+    extra = [f"{pair} (world {worlds.get(pair[0])})" for pair in sorted(got - expected)]
+    assert (missing, extra) == ([], [])
+    assert len({principal for principal, _ in expected}) >= 5, "the worlds show something to several principals"
+
+
+def test_each_shown_entity_names_a_grant_that_shows_it(shown: Shown) -> None:
+    authz = shown.reference
+    wrong = []
+    for row in shown.visible:
+        op = authz.list_operation(row["type"])
+        decision = authz.check(authz.request(row["principal"], op.qualified, row["entity"]))
+        witnesses = {(w.action, str(w.entity), w.holder) for o in decision.outcomes for w in o.witnesses}
+        witness = (row["action"], row["granted_entity"], row["holder"])
+        if witness not in witnesses and not (witness == (None, None, None) and not witnesses):
+            wrong.append(f"{row}: the reference's witnesses are {sorted(witnesses)}")
+    assert wrong == []

@@ -1,0 +1,452 @@
+"""``privilog generate`` and ``privilog pipeline`` end to end, through ``privilog.cli.main``.
+
+A small deployment (300 entities, 300 grants, 2,000 requests, 3 bad rows in each
+table) is generated in CSV, JSON lines and Parquet; a few rows with specific defects
+are added to the CSV one. Then, in this process and its Spark session:
+
+* ``decide`` (CSV): exit 0; the decisions table has the documented columns and one
+  row per good request, each decided as the reference engine decides it; the rejects
+  table holds exactly the bad rows, each with a reason, and the printed summary counts
+  them;
+* ``visibility`` (JSON lines): exit 0, the documented columns, what the reference
+  engine shows the busiest principals;
+* ``impact cdap-4.2 cdap`` (Parquet): exit 1 when some decision changes; its counts by
+  operation agree with its table of changes, and each change agrees with ``decide``;
+* a missing file or a missing column: exit 2 and one line saying what is wrong.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import csv
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+import privilog
+from engine.authorizer import Authorizer, RequestError
+from privilog.cli import main
+from privilog.generate import TABLES, table_path
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytest.importorskip("pyspark")
+pytestmark = pytest.mark.slow
+
+BAD_ROWS = 3
+REQUESTS = 2000
+FORMATS = ("csv", "json", "parquet")
+
+# Rows with one defect each, added to the CSV deployment, and a part of the reason each must get.
+DEFECTS: dict[str, list[tuple[tuple[str, ...], str]]] = {
+    "entities": [(("namespace:ns 1",), "malformed namespace id `namespace:ns 1`")],
+    "grants": [(("user:u000001", "DELETE", "dataset:ns00000.ds000"), "unknown action `DELETE`")],
+    "members": [(("user:u000001", "team"), "malformed principal `team`")],
+    "requests": [
+        (("user:u000001", "dataset.read", "dataset:ns00000", "", ""), "malformed dataset id `dataset:ns00000`"),
+        (("user:u000001", "dataset.destroy", "dataset:ns00000.ds000", "", ""), "unknown operation `dataset.destroy`"),
+        (
+            ("user:u000001", "namespace.get", "dataset:ns00000.ds000", "", ""),
+            "`namespace.get` acts on a namespace, but `dataset:ns00000.ds000` is a dataset",
+        ),
+        (
+            ("user:u000001", "application.deploy", "application:ns00000.app00", "artifact=artifact:ns00000.art00", ""),
+            "args `artifact=artifact:ns00000.art00` is not a JSON object",
+        ),
+        (
+            ("user:u000001", "application.deploy", "application:ns00000.app00", '{"new_artifact": "perhaps"}', ""),
+            "`$new_artifact` is true or false, not `perhaps`",
+        ),
+        (
+            (
+                "user:u000001",
+                "application.deploy",
+                "application:ns00000.app00",
+                '{"artifact": "dataset:ns00000.x"}',
+                "",
+            ),
+            "`$artifact` of `application.deploy` names a artifact, not `dataset:ns00000.x`",
+        ),
+        (
+            (
+                "user:u000001",
+                "schedule.resume",
+                "schedule:ns00000.app00.sch0",
+                '{"program": "program:ns00000.app01.service.p0"}',
+                "",
+            ),
+            "`$program` of `schedule.resume` must be a program in application:ns00000.app00",
+        ),
+        (("user:u000001", "dataset.read", "dataset:ns00000.ds000", '{"owner": "user:u000001"}', ""), "`$owner`"),
+    ],
+}
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A generated deployment: where each format's tables are, and the rows the pipeline must reject."""
+
+    folders: dict[str, Path]
+    good: dict[str, list[dict[str, str]]]  # table -> good rows (from the CSV files)
+    bad: dict[str, list[dict[str, str]]]  # table -> generated bad rows (the same in every format)
+
+    def paths(self, fmt: str, *tables: str) -> list[str]:
+        args = []
+        for table in tables:
+            args += [f"--{table}", str(table_path(self.folders[fmt], table, fmt))]
+        return args
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _append(path: Path, rows: list[tuple[str, ...]]) -> None:
+    with path.open("a", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows(rows)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory, spark: SparkSession) -> Deployment:
+    """The deployment in each format; the CSV one with the rows of DEFECTS added."""
+    root = tmp_path_factory.mktemp("deployment")
+    folders = {fmt: root / fmt for fmt in FORMATS}
+    for fmt, folder in folders.items():
+        code = main(
+            [
+                *("generate", "--out", str(folder), "--format", fmt, "--seed", "7"),
+                *("--entities", "300", "--grants", "300", "--requests", str(REQUESTS), "--bad-rows", str(BAD_ROWS)),
+            ]
+        )
+        assert code == 0
+    good, bad = {}, {}
+    for table in TABLES:
+        rows = _rows(table_path(folders["csv"], table, "csv"))
+        good[table], bad[table] = rows[:-BAD_ROWS], rows[-BAD_ROWS:]
+        _append(table_path(folders["csv"], table, "csv"), [row for row, _ in DEFECTS[table]])
+    assert len(good["requests"]) == REQUESTS
+    return Deployment(folders, good, bad)
+
+
+def _table(spark: SparkSession, path: Path) -> list[dict[str, Any]]:
+    return [row.asDict(recursive=True) for row in spark.read.parquet(str(path)).collect()]
+
+
+def _plain(row: dict[str, Any]) -> dict[str, Any]:
+    """A row without its empty fields (CSV reads an empty field as null, a reject's JSON leaves nulls out)."""
+    return {k: v for k, v in row.items() if v not in (None, "")}
+
+
+def _reference(deployment: Deployment, policy: str = "cdap") -> Authorizer:
+    good = deployment.good
+    return privilog.load(
+        policy,
+        {
+            "entities": [r["entity"] for r in good["entities"]],
+            "grants": [[r["principal"], r["action"], r["entity"]] for r in good["grants"]],
+            "members": [[r["principal"], r["group"]] for r in good["members"]],
+        },
+    )
+
+
+# ---- decide ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decided:
+    code: int
+    out: str
+    decisions: list[dict[str, Any]]
+    rejects: list[dict[str, Any]]
+    columns: list[str]
+
+
+@pytest.fixture(scope="module")
+def decided(deployment: Deployment, spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Decided:
+    """``privilog pipeline decide`` over the CSV deployment (with the rows of DEFECTS)."""
+    out = tmp_path_factory.mktemp("decide")
+    printed = io.StringIO()  # a module's fixture cannot take capsys
+    with contextlib.redirect_stdout(printed):
+        code = main(["pipeline", "decide", *deployment.paths("csv", *TABLES), "--out", str(out), "--quiet"])
+    columns = spark.read.parquet(str(out / "decisions")).columns
+    return Decided(code, printed.getvalue(), _table(spark, out / "decisions"), _table(spark, out / "rejects"), columns)
+
+
+def test_decide_writes_one_decision_per_good_request(decided: Decided, deployment: Deployment) -> None:
+    assert decided.code == 0
+    assert decided.columns == ["principal", "operation", "entity", "args", "timestamp", "decision", "unmet"]
+    assert len(decided.decisions) == REQUESTS
+    assert collections.Counter(r["timestamp"] for r in decided.decisions) == collections.Counter(
+        r["timestamp"] for r in deployment.good["requests"]
+    )
+    for row in decided.decisions:
+        assert row["decision"] in ("allow", "deny")
+        assert (row["decision"] == "allow") == (row["unmet"] == []), row
+        for unmet in row["unmet"]:
+            assert set(unmet) == {"requirement", "text", "lacking"}
+            assert unmet["requirement"].startswith(row["operation"] + "#") and unmet["text"]
+
+
+def test_decide_rejects_exactly_the_bad_rows_each_with_a_reason(decided: Decided, deployment: Deployment) -> None:
+    expected = collections.Counter()
+    for table in TABLES:
+        columns = TABLES[table]
+        for row in [*deployment.bad[table], *(dict(zip(columns, r, strict=True)) for r, _ in DEFECTS[table])]:
+            expected[(table, json.dumps(_plain(row), sort_keys=True))] += 1
+    got = collections.Counter(
+        (r["table"], json.dumps(_plain(json.loads(r["row"])), sort_keys=True)) for r in decided.rejects
+    )
+    assert got == expected
+    assert all(r["reason"] for r in decided.rejects)
+    total = sum(expected.values())
+    assert f"decided {REQUESTS:,} requests:" in decided.out
+    assert f"; {total:,} rows rejected;" in decided.out
+
+
+def test_a_generated_bad_row_is_rejected_for_what_is_wrong_in_it(decided: Decided, deployment: Deployment) -> None:
+    generated = {json.dumps(_plain(r), sort_keys=True) for rows in deployment.bad.values() for r in rows}
+    for reject in decided.rejects:
+        row = json.loads(reject["row"])
+        if json.dumps(_plain(row), sort_keys=True) in generated:
+            named = [v for v in row.values() if v and f"`{v}`" in reject["reason"]]
+            assert named or reject["reason"].startswith("missing"), reject
+
+
+@pytest.mark.parametrize("table", list(DEFECTS))
+def test_a_row_with_a_defect_is_rejected_with_the_reason(decided: Decided, table: str) -> None:
+    reasons = collections.defaultdict(list)
+    for reject in decided.rejects:
+        reasons[(reject["table"], json.dumps(_plain(json.loads(reject["row"])), sort_keys=True))].append(
+            reject["reason"]
+        )
+    for row, reason in DEFECTS[table]:
+        key = (table, json.dumps(_plain(dict(zip(TABLES[table], row, strict=True))), sort_keys=True))
+        assert len(reasons[key]) == 1, (row, reasons[key])
+        assert reason in reasons[key][0], (row, reasons[key][0])
+
+
+def test_the_reference_engine_refuses_the_rejected_requests_too(deployment: Deployment) -> None:
+    authz = _reference(deployment)
+    for (principal, operation, entity, args, _), _ in DEFECTS["requests"]:
+        try:
+            parsed = json.loads(args) if args else {}
+        except json.JSONDecodeError:
+            continue
+        with pytest.raises(RequestError):
+            authz.request(principal, operation, entity, parsed)
+
+
+def test_decisions_agree_with_the_reference_engine(decided: Decided, deployment: Deployment) -> None:
+    authz = _reference(deployment)
+    rows = sorted(decided.decisions, key=lambda r: r["timestamp"])
+    requests = [authz.request(r["principal"], r["operation"], r["entity"], json.loads(r["args"] or "{}")) for r in rows]
+    disagreements = []
+    for row, decision in zip(rows, authz.check_many(requests, explain_denials=False), strict=True):
+        want = ("allow" if decision.allowed else "deny", sorted(o.id for o in decision.unmet))
+        got = (row["decision"], sorted(u["requirement"] for u in row["unmet"]))
+        if want != got:
+            disagreements.append((row["principal"], row["operation"], row["entity"], row["args"], want, got))
+    assert disagreements == []
+    assert 0.1 < sum(r["decision"] == "allow" for r in rows) / len(rows) < 0.9
+
+
+# ---- visibility -----------------------------------------------------------------------
+
+
+def test_visibility_lists_what_the_reference_engine_shows(
+    deployment: Deployment, spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(
+        capsys,
+        "pipeline",
+        "visibility",
+        *deployment.paths("json", "entities", "grants", "members"),
+        "--out",
+        str(tmp_path),
+        "--quiet",
+    )
+    assert code == 0
+    shown = spark.read.parquet(str(tmp_path / "visibility"))
+    assert shown.columns == ["principal", "entity", "type", "action", "granted_entity", "holder"]
+    rows = [r.asDict() for r in shown.collect()]
+    bad = sum(len(deployment.bad[t]) for t in ("entities", "grants", "members"))
+    assert out.startswith(f"{len(rows):,} (principal, entity) pairs visible; {bad} rows rejected;")
+    assert len(_table(spark, tmp_path / "rejects")) == bad
+    authz = _reference(deployment)
+    busiest = [p for p, _ in collections.Counter(r["principal"] for r in rows).most_common(3)]
+    quiet = sorted(authz.world.principals() - set(busiest))[:2]
+    for principal in [*busiest, *quiet]:
+        expected = {str(v.entity) for t in authz.listable_types() for v in authz.visible(principal, t)}
+        assert {r["entity"] for r in rows if r["principal"] == principal} == expected, principal
+
+
+# ---- impact ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Impact:
+    code: int
+    out: str
+    changes: list[dict[str, Any]]
+    by_operation: list[dict[str, Any]]
+    rejects: list[dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def impact(deployment: Deployment, spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Impact:
+    """``privilog pipeline impact cdap-4.2 cdap`` over the Parquet deployment."""
+    out = tmp_path_factory.mktemp("impact")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(
+            [
+                "pipeline",
+                "impact",
+                "cdap-4.2",
+                "cdap",
+                *deployment.paths("parquet", *TABLES),
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+    return Impact(
+        code,
+        printed.getvalue(),
+        _table(spark, out / "changes"),
+        _table(spark, out / "by_operation"),
+        _table(spark, out / "rejects"),
+    )
+
+
+def test_impact_counts_by_operation_agree_with_its_changes(impact: Impact) -> None:
+    assert impact.changes, "cdap-4.2 and cdap decide some requests differently"
+    assert impact.code == 1
+    assert set(impact.changes[0]) == {
+        *("principal", "operation", "entity", "args", "requests"),
+        *("decision_a", "decision_b", "unmet_a", "unmet_b"),
+    }
+    assert set(impact.by_operation[0]) == {"operation", "compared", "allow_to_deny", "deny_to_allow", "log_rows"}
+    for row in impact.by_operation:
+        mine = [c for c in impact.changes if c["operation"] == row["operation"]]
+        assert row["allow_to_deny"] == sum(c["decision_a"] == "allow" for c in mine), row
+        assert row["deny_to_allow"] == sum(c["decision_a"] == "deny" for c in mine), row
+        assert row["log_rows"] == sum(c["requests"] for c in mine), row
+        assert row["compared"] >= row["log_rows"], row
+    assert {c["operation"] for c in impact.changes} <= {r["operation"] for r in impact.by_operation}
+    assert sum(r["compared"] for r in impact.by_operation) <= REQUESTS
+    assert f"\n{len(impact.changes):,} changed; {len(impact.rejects):,} rows rejected;" in impact.out
+
+
+def test_impact_changes_agree_with_decide_and_with_the_reference_engine(
+    impact: Impact, decided: Decided, deployment: Deployment
+) -> None:
+    # cdap's side of each change is what `decide` decided for the same request (read from CSV, not Parquet)
+    decisions = collections.defaultdict(set)
+    for row in decided.decisions:
+        decisions[(row["principal"], row["operation"], row["entity"], row["args"] or None)].add(row["decision"])
+    for change in impact.changes:
+        assert change["decision_a"] != change["decision_b"], change
+        key = (change["principal"], change["operation"], change["entity"], change["args"] or None)
+        assert decisions[key] == {change["decision_b"]}, change
+    # and cdap-4.2's side is what the reference engine decides under cdap-4.2
+    authz = _reference(deployment, "cdap-4.2")
+    for change in impact.changes:
+        args = json.loads(change["args"] or "{}")
+        decision = authz.check(authz.request(change["principal"], change["operation"], change["entity"], args))
+        assert ("allow" if decision.allowed else "deny", sorted(o.id for o in decision.unmet)) == (
+            change["decision_a"],
+            sorted(u["requirement"] for u in change["unmet_a"]),
+        ), change
+
+
+def test_impact_rejects_each_bad_row_once(impact: Impact, deployment: Deployment) -> None:
+    """A bad row of the world is rejected once, however many policies read it; a request once per policy."""
+    world = collections.Counter(
+        (r["table"], json.dumps(_plain(json.loads(r["row"])), sort_keys=True))
+        for r in impact.rejects
+        if r["table"] != "requests"
+    )
+    expected = collections.Counter(
+        (table, json.dumps(_plain(row), sort_keys=True))
+        for table in ("entities", "grants", "members")
+        for row in deployment.bad[table]
+    )
+    assert world == expected
+    authz = _reference(deployment, "cdap-4.2")
+    by_policy = collections.defaultdict(list)
+    for reject in impact.rejects:
+        if reject["table"] == "requests":
+            policy = reject["reason"].partition(": ")[0]
+            by_policy[policy].append(json.loads(reject["row"]))
+    assert set(by_policy) == {"cdap-4.2", "cdap"}
+    bad = sorted(json.dumps(_plain(r), sort_keys=True) for r in deployment.bad["requests"])
+    assert sorted(json.dumps(_plain(r), sort_keys=True) for r in by_policy["cdap"]) == bad
+    for row in by_policy["cdap-4.2"]:
+        with pytest.raises(RequestError):
+            authz.request(row["principal"], row["operation"], row["entity"], json.loads(row.get("args") or "{}"))
+
+
+# ---- bad input ------------------------------------------------------------------------
+
+
+def test_a_missing_input_file_is_one_line_and_exit_2(
+    deployment: Deployment, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nowhere" / "grants.csv"
+    code, _, err = run(
+        capsys,
+        "pipeline",
+        "decide",
+        *deployment.paths("csv", "entities", "requests"),
+        "--grants",
+        str(missing),
+        "--out",
+        str(tmp_path / "out"),
+        "--quiet",
+    )
+    assert code == 2
+    assert err == f"privilog: {missing}: no such file or folder (the grants table)\n"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_missing_column_is_one_line_and_exit_2(
+    fmt: str, deployment: Deployment, spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    grants = table_path(tmp_path, "grants", fmt)
+    if fmt == "csv":
+        grants.write_text("principal,entity\nuser:a,namespace:ns1\n", encoding="utf-8")
+    elif fmt == "json":
+        grants.write_text('{"principal": "user:a", "entity": "namespace:ns1"}\n', encoding="utf-8")
+    else:
+        spark.createDataFrame([("user:a", "namespace:ns1")], "principal string, entity string").write.parquet(
+            str(grants)
+        )
+    code, out, err = run(
+        capsys,
+        "pipeline",
+        "visibility",
+        "--entities",
+        str(table_path(deployment.folders["csv"], "entities", "csv")),
+        "--grants",
+        str(grants),
+        "--out",
+        str(tmp_path / "out"),
+        "--quiet",
+    )
+    assert code == 2, out + err
+    assert err.count("\n") == 1 and err.startswith(f"privilog: {grants}: the grants table needs the columns"), err
+    assert "missing action" in err
