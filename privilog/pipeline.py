@@ -86,10 +86,17 @@ class Progress:
 def spark_session(
     master: str | None = None, driver_memory: str | None = None, partitions: int | None = None
 ) -> SparkSession:
-    """The pipeline's Spark session (see engine.spark.session)."""
+    """The pipeline's Spark session (see engine.spark.session).
+
+    Spark's own choice of what to broadcast is off: it judges a cached table by its
+    compressed size, and at 10^7 requests broadcast the decisions table it was about to
+    write (out of memory). The engine and the pipeline say what to broadcast themselves.
+    """
     from engine.spark.session import make_session
 
-    return make_session(master, driver_memory, partitions, app_name="privilog-pipeline")
+    session = make_session(master, driver_memory, partitions, app_name="privilog-pipeline")
+    session.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    return session
 
 
 def infer_format(path: Path) -> str:
@@ -110,7 +117,6 @@ def infer_format(path: Path) -> str:
 def read_table(spark: SparkSession, path: Path | str, fmt: str | None, table: str) -> DataFrame:
     """A table's columns as strings; ``args`` and ``timestamp`` of requests may be absent."""
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
     path = Path(path)
     if not path.exists():
@@ -120,8 +126,8 @@ def read_table(spark: SparkSession, path: Path | str, fmt: str | None, table: st
     if fmt == "csv":
         df = spark.read.option("header", True).option("escape", '"').option("mode", "PERMISSIVE").csv(str(path))
     elif fmt == "json":
-        fields = [T.StructField(c, T.StringType()) for c in columns]
-        df = spark.read.schema(T.StructType(fields)).option("mode", "PERMISSIVE").json(str(path))
+        # columns inferred (as strings), so that a missing one is reported rather than read as nulls
+        df = spark.read.option("primitivesAsString", True).option("mode", "PERMISSIVE").json(str(path))
     elif fmt == "parquet":
         df = spark.read.parquet(str(path))
     else:
@@ -438,7 +444,6 @@ def check_requests(spark: SparkSession, vocabulary: Vocabulary, numbered: DataFr
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
     policy = vocabulary.policy
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
@@ -447,9 +452,7 @@ def check_requests(spark: SparkSession, vocabulary: Vocabulary, numbered: DataFr
     op_type = _lookup({op.qualified: op.entity_type for op in policy.operations}, F.coalesce(operation, F.lit("")))
     kind = vocabulary.entity_type(F.col("entity"))
     has_args = F.col("args").isNotNull() & (F.trim(F.col("args")) != "")
-    arguments = log.where(has_args).select(
-        "rid", "operation", "entity", F.from_json(F.col("args"), T.MapType(T.StringType(), T.StringType())).alias("map")
-    )
+    arguments = log.where(has_args).select("rid", "operation", "entity", _json_object(F.col("args")).alias("map"))
     entries = _check_arguments(vocabulary, arguments)
     first_problem = (
         entries.where(F.col("problem").isNotNull())
@@ -488,6 +491,15 @@ def check_requests(spark: SparkSession, vocabulary: Vocabulary, numbered: DataFr
     return Requests(good, args, rejects)
 
 
+def _json_object(text: Column) -> Column:
+    """A JSON object as a map of strings, null if it is not one; a key given twice keeps its last
+    value, as Python's json reads it (from_json keeps both; map_from_entries applies LAST_WIN)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    return F.map_from_entries(F.map_entries(F.from_json(text, T.MapType(T.StringType(), T.StringType()))))
+
+
 def _lookup(pairs: Mapping[str, str], key: Column) -> Column:
     """The value for ``key`` in a small literal map, or null."""
     from pyspark.sql import functions as F
@@ -515,7 +527,7 @@ def _check_arguments(vocabulary: Vocabulary, arguments: DataFrame) -> DataFrame:
     wanted = _lookup({k: p.type for k, p in params.items()}, key)
     within = _lookup({k: p.within for k, p in params.items() if p.within}, key)
     mine, theirs = vocabulary.enclosing(F.col("entity"), within), vocabulary.enclosing(value, within)
-    word = F.lower(F.trim(value))
+    word = F.lower(F.regexp_replace(value, r"(?U)^\s+|\s+$", ""))  # as Python's str.strip()
     problem = (
         F.when(wanted.isNull(), _message("`", operation, "` takes ", _lookup(takes, operation), "; not `$", name, "`"))
         .when(
@@ -934,12 +946,14 @@ def _context(args: argparse.Namespace) -> Context:
     return Context(spark, progress, out, args.instance, args.format, args.local_rows, args.trace)
 
 
-def _world(context: Context, vocabulary: Vocabulary, args: argparse.Namespace) -> Deployment:
+def _world(context: Context, vocabulary: Vocabulary, args: argparse.Namespace, report: bool = True) -> Deployment:
+    """The deployment's tables, checked; ``report`` adds its bad rows to the run's rejects."""
     entities = context.table(args.entities, "entities")
     grants = context.table(args.grants, "grants")
     assert entities is not None and grants is not None
     deployment = load_deployment(context.spark, vocabulary, entities, grants, context.table(args.members, "members"))
-    context.rejects.append(deployment.rejects)
+    if report:
+        context.rejects.append(deployment.rejects)
     return deployment
 
 
@@ -1001,7 +1015,8 @@ def cmd_impact(args: argparse.Namespace) -> int:
     for name, policy in ((args.left, left), (args.right, right)):
         context.progress(f"deciding under {name}")
         vocabulary = Vocabulary(policy, context.instance)
-        deployment = _world(context, vocabulary, args)
+        # the world's rows are checked by CDAP's id forms and actions alone: report its bad rows once
+        deployment = _world(context, vocabulary, args, report=name == args.left)
         requests = check_requests(context.spark, vocabulary, numbered)
         context.rejects.append(requests.rejects.withColumn("reason", F.concat(F.lit(f"{name}: "), F.col("reason"))))
         result = decide_all(context.spark, context.engine(policy), deployment, requests, context.progress)

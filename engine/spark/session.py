@@ -30,6 +30,8 @@ def local_driver_memory() -> str:
     except (ValueError, OSError, AttributeError):
         return DEFAULT_DRIVER_MEMORY
     return f"{max(2, min(16, total // 2**31))}g"
+
+
 DEFAULT_PARTITIONS = 4
 
 # Runtime SQL settings the engine's plans rely on for speed (never for correctness).
@@ -37,6 +39,8 @@ SETTINGS = {
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.requireAllClusterKeysForCoPartition": "false",
     "spark.sql.unionOutputPartitioning": "true",
+    # a JSON object naming a key twice means its last value, as Python's json reads it
+    "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
 }
 
 

@@ -6,11 +6,11 @@ before the JVM starts.
 
 Deployments are drawn by Hypothesis (derandomized, so every run draws the same
 ones). Each pipeline run costs tens of seconds however small its input, so the
-examples are not decided one by one: :func:`draw_cases` collects a batch of
+examples are not decided one by one: :func:`draw_batch` collects a batch of
 generated worlds, each with its own requests, and the tests decide a whole batch
 in one run, over the deployment that holds every world of the batch. The names of
 each world carry its number (``ns1w3``, ``user:u1w3``), so the worlds of a batch
-share only ``instance:cdap``; the reference engine is asked about the same
+share only ``instance:cdap`` (and ``user:nobody``, who holds nothing); the reference engine is asked about the same
 combined deployment, so nothing relies on the worlds staying apart.
 
 (A failing Hypothesis example imports libcst, which warns on import; under
@@ -213,9 +213,9 @@ def requests(draw: st.DrawFn, policy: Policy, world: dict[str, Any], names: Name
 
     Mostly a holder of a grant (or a member of a group that holds it) acting on the granted
     entity or on what encloses it; otherwise anyone on any entity of the operation's type,
-    held by the world or not. One in seven is malformed in some way (an unknown argument, a
-    bad argument, an entity of the wrong type, a principal without its kind), so that what
-    is rejected is compared as well as what is decided.
+    held by the world or not. Some are malformed (an unknown argument, a bad argument, an
+    entity of the wrong type, a principal without its kind), so that what is rejected is
+    compared as well as what is decided.
     """
     operations = [op for op in policy.operations for _ in range(4 if op.params else 1)]  # few take arguments
     types = {op.entity_type for op in policy.operations}

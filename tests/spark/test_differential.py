@@ -12,17 +12,20 @@ requests. The pipeline's module functions decide the whole batch in one run, and
   (``Authorizer.request`` raises), and every other request is decided once;
 * each decision (allow or deny, the unmet requirement ids, and what each unmet
   "every" requirement lacks) equals ``Authorizer.check``'s;
-* for every shipped policy, the visibility table's (principal, entity) pairs equal
+* for listings of every kind, the visibility table's (principal, entity) pairs equal
   what ``Authorizer.visible`` shows each principal of the world for each listable
-  type, and each row's witness is a grant the reference engine counts for that listing.
+  type, and each row's witness is a grant the reference engine counts for that listing;
+* request arguments (booleans spelled in many ways, entities, a repeated argument)
+  are read into the same facts as the reference engine reads them, or refused by both.
 
-Decisions are compared under cdap: how the pipeline assembles them (rounds for
-creates, unmet requirements, what they lack) does not depend on the policy, and
-test_engine.py holds every policy's derived relations to the reference. Visibility is
-compared under every policy, since which listing requests the pipeline asks depends on
-the scopes of each policy's listings. Relations this small are folded on the driver
-by the engine's defaults; test_engine.py holds the plans that run in Spark to the
-reference.
+Decisions are compared under cdap and cdap-4.2: how the pipeline assembles them
+(rounds for creates, unmet requirements, what they lack) does not depend on the
+policy, and test_engine.py holds every policy's derived relations to the reference
+(each pipeline run costs tens of seconds, whatever its size). Visibility is
+compared under a policy for each kind of listing, since which listing requests the
+pipeline asks depends on the scopes a listing looks at. Relations this small are
+folded on the driver by the engine's defaults; test_engine.py holds the plans that
+run in Spark to the reference.
 """
 
 from __future__ import annotations
@@ -50,10 +53,15 @@ if TYPE_CHECKING:
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.slow
 
-WORLDS = 12  # Hypothesis examples, decided together
+DECIDED = ["cdap", "cdap-4.2"]  # cdap-4.2 looks at enclosing entities, where cdap does not
+WORLDS = 12  # Hypothesis examples per policy, decided together
 REQUESTS = 16  # at most, per world
-POLICIES = ["cdap", "cdap-draft", "cdap-draft-revised", "cdap-4.2", "cdap-proposed"]
-LISTED_WORLDS = 8  # Hypothesis examples per policy whose visibility is compared
+# Listings by the scopes they look at (pipeline.visibility asks candidates by scope): self and
+# self or descendant (cdap; cdap-draft and cdap-proposed list the same ways), an enclosing
+# namespace (cdap-4.2; cdap-draft-revised's parent is asked the same way), and none at all
+# (cdap with `stream: list shows nothing`, which no shipped policy has).
+LISTINGS = ["cdap", "cdap-4.2", "streams for all"]
+LISTED_WORLDS = 6  # Hypothesis examples per policy whose visibility is compared
 
 
 def _frames(spark: SparkSession, batch: Batch) -> dict[str, DataFrame]:
@@ -102,12 +110,12 @@ class Pipeline:
     rounds: int  # rounds of decide_all (requests on entities not in the inventory come after the others)
 
 
-@pytest.fixture(scope="module")
-def run(spark: SparkSession, generated: Callable[..., Batch]) -> Pipeline:
-    """A batch of generated worlds and requests decided by the pipeline's functions under cdap."""
+@pytest.fixture(scope="module", params=DECIDED)
+def run(request: pytest.FixtureRequest, spark: SparkSession, generated: Callable[..., Batch]) -> Pipeline:
+    """A batch of generated worlds and requests decided by the pipeline's functions under one policy."""
     from privilog import pipeline
 
-    policy = dsl.load_policy("cdap")
+    policy = dsl.load_policy(request.param)
     batch = generated(policy, WORLDS, REQUESTS)
     frames = _frames(spark, batch)
     engine, deployment = _deployment(spark, policy, frames)
@@ -193,7 +201,7 @@ def test_the_batch_covers_what_the_comparison_is_about(run: Pipeline) -> None:
     decisions = [rows[0] for rows in run.decided.values()]
     existing = {str(e) for e in run.reference.world.existing()}
     groups = {p for c in run.batch.cases for p in c.names.groups}
-    assert sum(d["decision"] == "allow" for d in decisions) >= 10
+    assert sum(d["decision"] == "allow" for d in decisions) >= 8
     assert sum(d["decision"] == "deny" for d in decisions) >= 10
     assert sum(d["entity"] not in existing for d in decisions) >= 10, "creates of entities not in the inventory"
     assert run.rounds >= 3, "creates inside entities that other requests create"
@@ -278,8 +286,8 @@ def test_arguments_are_read_as_the_reference_reads_them(kind: str, arguments: di
 def test_an_argument_given_twice_is_not_read_as_two(arguments: dict[str, tuple[str, ...] | str]) -> None:
     """The reference engine takes one value per argument; two `artifact` facts would let a
     grant on either artifact meet `any on $artifact`. Rejecting the request would also do."""
-    got = arguments[REPEATED]
-    assert isinstance(got, str) or got == _reference_reads(REPEATED), got
+    got, expected = arguments[REPEATED], _reference_reads(REPEATED)
+    assert isinstance(got, str) or got == expected, f"{REPEATED}: reference {expected}, pipeline {got}"
 
 
 # ---- visibility -------------------------------------------------------------------------
@@ -295,12 +303,20 @@ class Shown:
     world_rejects: list[str]
 
 
-@pytest.fixture(scope="module", params=POLICIES)
+def _listing_policy(name: str) -> Policy:
+    if name != "streams for all":
+        return dsl.load_policy(name)
+    text = (dsl.rules_dir() / "cdap.policy").read_text(encoding="utf-8")
+    at = text.index("list shows any", text.index("\nstream:"))
+    return dsl.parse_policy(text[:at] + "list shows nothing" + text[at + len("list shows any") :])
+
+
+@pytest.fixture(scope="module", params=LISTINGS)
 def shown(request: pytest.FixtureRequest, spark: SparkSession, generated: Callable[..., Batch]) -> Shown:
     """A batch of generated worlds listed by the pipeline's functions under one policy."""
     from privilog import pipeline
 
-    policy = dsl.load_policy(request.param)
+    policy = _listing_policy(request.param)
     batch = generated(policy, LISTED_WORLDS, 1)
     engine, deployment = _deployment(spark, policy, _frames(spark, batch))
     visible = [
@@ -331,7 +347,7 @@ def test_visibility_agrees_with_the_reference(shown: Shown) -> None:
     missing = [f"{pair} (world {worlds.get(pair[0])})" for pair in sorted(expected - got)]
     extra = [f"{pair} (world {worlds.get(pair[0])})" for pair in sorted(got - expected)]
     assert (missing, extra) == ([], [])
-    assert len({principal for principal, _ in expected}) >= 5, "the worlds show something to several principals"
+    assert len({principal for principal, _ in expected}) >= 3, "the worlds show something to several principals"
 
 
 def test_each_shown_entity_names_a_grant_that_shows_it(shown: Shown) -> None:
