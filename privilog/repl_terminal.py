@@ -8,8 +8,11 @@ be scripted. All the logic is in the Session; nothing here decides anything.
 
 from __future__ import annotations
 
+import _thread
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -187,15 +190,155 @@ def _interactive(session: Session) -> int:
 
     world = f"world {session.world_path}" if session.world_path else "an empty world"
     show(Reply(f"privilog repl: policy {session.policy.name}, {world}. `help` lists the commands; Ctrl-D leaves."))
-    while not session.finished:
-        try:
-            line = prompt.prompt()
-        except KeyboardInterrupt:
-            continue  # Ctrl-C at the prompt drops what was typed
-        except EOFError:
-            line = "quit"
-        try:
-            show(session.run(line))
-        except KeyboardInterrupt:
-            show(Reply("cancelled", error=True))
+    with Interrupts(prompt.input) as interrupts:
+        while not session.finished:
+            try:
+                line = prompt.prompt(handle_sigint=False)  # a SIGINT goes to `interrupts`
+            except KeyboardInterrupt:
+                continue  # Ctrl-C at the prompt drops what was typed
+            except EOFError:
+                line = "quit"
+            show(interrupts.run(session, line))
     return EXIT_OK
+
+
+class Interrupts:
+    """Ctrl-C cancels the statement that is running, whenever it is pressed after Enter.
+
+    At the prompt the terminal is in raw mode, so a Ctrl-C is a character, not a signal.
+    One pressed a moment after Enter (before prompt_toolkit gives the terminal back) would
+    be read as a key of the *next* prompt, or sit unread in the terminal's queue, and the
+    statement would run on. So while a statement runs, the Ctrl-Cs that arrived as
+    characters count too: those prompt_toolkit already read (its typeahead) and those still
+    queued (read by a watcher thread, which interrupts the main thread). Other keys typed
+    ahead are kept for the next prompt. prompt_toolkit's own SIGINT handler is off: a
+    Ctrl-C that becomes a signal after the terminal leaves raw mode but before the statement
+    starts is remembered here, not lost in an application that is closing.
+    """
+
+    def __init__(self, terminal_input: Any):
+        self.input = terminal_input
+        self.armed = False
+        self.pending = False
+        self._previous: Any = None
+
+    def __enter__(self) -> Interrupts:
+        self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGINT, self._previous)
+
+    def _on_sigint(self, signum: int, frame: object) -> None:
+        if self.armed:
+            raise KeyboardInterrupt
+        self.pending = True
+
+    def run(self, session: Session, line: str) -> Reply:
+        """Run one statement, or answer `cancelled` if a Ctrl-C came first or while it ran."""
+        cancelled = Reply("cancelled", error=True)
+        try:
+            with _QueueWatcher(self.input) as watcher:
+                self.armed = True  # before looking, so that no Ctrl-C falls between look and run
+                try:
+                    if self.pending or self._typed_ahead_interrupt() or watcher.interrupted():
+                        return cancelled
+                    return session.run(line)  # the Session turns KeyboardInterrupt into `cancelled`
+                finally:
+                    self.armed = False
+        except KeyboardInterrupt:  # one that came between the Session's own try and ours
+            return cancelled
+        finally:
+            self.pending = False  # a Ctrl-C after the statement ended cancels nothing
+
+    def _typed_ahead_interrupt(self) -> bool:
+        """Whether prompt_toolkit read a Ctrl-C after the Enter; keep what followed it."""
+        from prompt_toolkit.input.typeahead import get_typeahead, store_typeahead
+        from prompt_toolkit.keys import Keys
+
+        keys = get_typeahead(self.input)
+        cuts = [i for i, key in enumerate(keys) if key.key == Keys.ControlC]
+        store_typeahead(self.input, keys[cuts[-1] + 1 :] if cuts else keys)
+        return bool(cuts)
+
+
+class _QueueWatcher:
+    """While a statement runs: the terminal passes Ctrl-C as SIGINT, and a thread reads what
+    was typed before that, interrupting the main thread at a queued Ctrl-C."""
+
+    POLL = 0.02
+
+    def __init__(self, terminal_input: Any):
+        self.input = terminal_input
+        self._seen = threading.Event()
+        self._stop = threading.Event()
+        self._typed: list[str] = []
+        self._saved: list[Any] | None = None
+        self._thread: threading.Thread | None = None
+        try:
+            self.fd: int | None = terminal_input.fileno()
+        except Exception:  # an input without a file descriptor (a pipe in tests): nothing queued
+            self.fd = None
+
+    def __enter__(self) -> _QueueWatcher:
+        if self.fd is None or not os.isatty(self.fd):
+            return self
+        import termios
+
+        self._saved = termios.tcgetattr(self.fd)
+        mode = termios.tcgetattr(self.fd)
+        mode[3] = (mode[3] & ~(termios.ICANON | termios.ECHO)) | termios.ISIG  # keys as typed, Ctrl-C a signal
+        mode[6][termios.VMIN], mode[6][termios.VTIME] = 1, 0
+        termios.tcsetattr(self.fd, termios.TCSANOW, mode)
+        self._drain(wait=0.0)  # what was queued before this moment, before the statement starts
+        self._thread = threading.Thread(target=self._watch, name="privilog-ctrl-c", daemon=True)
+        self._thread.start()
+        return self
+
+    def interrupted(self) -> bool:
+        return self._seen.is_set()
+
+    def _drain(self, wait: float) -> None:
+        import select
+
+        assert self.fd is not None
+        while select.select([self.fd], [], [], wait)[0]:
+            data = os.read(self.fd, 1024).decode("utf-8", "replace")
+            if "\x03" in data:
+                self._typed.clear()
+                data = data[data.rindex("\x03") + 1 :]
+                if not self._seen.is_set():
+                    self._seen.set()
+                    if self._thread is not None:
+                        _thread.interrupt_main(signal.SIGINT)
+            self._typed.append(data)
+            wait = 0.0
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            self._drain(wait=self.POLL)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._saved is None or self.fd is None:
+            return
+        import termios
+
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._drain(wait=0.0)
+        termios.tcsetattr(self.fd, termios.TCSANOW, self._saved)
+        self._keep_for_next_prompt("".join(self._typed))
+
+    def _keep_for_next_prompt(self, text: str) -> None:
+        if not text:
+            return
+        from prompt_toolkit.input.typeahead import store_typeahead
+        from prompt_toolkit.input.vt100_parser import Vt100Parser
+        from prompt_toolkit.key_binding import KeyPress
+
+        keys: list[KeyPress] = []
+        parser = Vt100Parser(keys.append)
+        parser.feed(text)
+        parser.flush()
+        store_typeahead(self.input, keys)
