@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gc
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from dsl.check import ancestor_types
 from dsl.errors import PrivilogError, did_you_mean
@@ -20,8 +20,9 @@ from engine.backends import Backend, make_backend
 from engine.decision import Change, Decision, GrantChange, MembershipChange, Outcome, Request, Visible, Witness
 from engine.facts import world_facts
 from engine.ids import ENTITY_TYPES, EntityId, IdError, parent_type, parse_principal
+from engine.inventory import Inventory
 from engine.program import Program, Row, compile_policy
-from engine.world import World
+from engine.world import Grant, World
 
 TRUE_WORDS = {"true", "yes", "1", "on"}
 FALSE_WORDS = {"false", "no", "0", "off", ""}
@@ -65,7 +66,12 @@ class Authorizer:
     # ---- world ---------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Bring the backend's facts in line with the world after it changed."""
+        """Bring the backend's facts in line with a world that was changed or swapped wholesale.
+
+        This diffs every fact of the world. A single change costs what it changes through
+        :meth:`grant`, :meth:`revoke`, :meth:`add_members`, :meth:`remove_members`,
+        :meth:`add_entity` and :meth:`delete_entity` instead.
+        """
         gc.unfreeze()  # let what the last refresh froze, and this one retracts, be collected
         new = world_facts(self.world)
         for relation in set(new) | set(self._facts):
@@ -75,19 +81,72 @@ class Authorizer:
             if after - before:
                 self.backend.add(relation, after - before)
         self._facts = new
-        holders: dict[tuple[str, EntityId], list[str]] = {}
+        self._holders: dict[tuple[str, EntityId], set[str]] = {}
         for grant in self.world.grants:
-            holders.setdefault((grant.action, grant.entity), []).append(grant.principal)
-        self._holders = {key: sorted(names) for key, names in holders.items()}
-        # Existing entities by type and by each enclosing entity (None: anywhere), for visible().
-        inside: dict[tuple[str, EntityId | None], list[EntityId]] = {}
-        for entity in self.world.existing():
-            for place in (None, *entity.ancestors(self.world.instance)):
-                inside.setdefault((entity.type, place), []).append(entity)
-        self._inside = {key: sorted(found) for key, found in inside.items()}
+            self._holders.setdefault((grant.action, grant.entity), set()).add(grant.principal)
+        self.inventory = Inventory(self.world.instance, self.world.entities)
         # ENGINES.md: the loaded facts are millions of long-lived objects; a full collection
         # scans them all (0.8 s CPU at 100k grants). Move them out of the collector's sight.
         gc.freeze()
+
+    def _apply(self, added: Mapping[str, set[Row]], removed: Mapping[str, set[Row]]) -> None:
+        """Apply a change of base facts to the backend (and to the facts kept for refresh)."""
+        for relation, rows in removed.items():
+            rows = rows & self._facts.get(relation, set())
+            if rows:
+                self._facts[relation] -= rows
+                self.backend.remove(relation, rows)
+        for relation, rows in added.items():
+            rows = rows - self._facts.setdefault(relation, set())
+            if rows:
+                self._facts[relation] |= rows
+                self.backend.add(relation, rows)
+
+    # ---- changes, each applied incrementally -----------------------------------------
+
+    def grant(self, actor: str, grants: Iterable[Grant]) -> list[Grant]:
+        """Add grants as the authorization admin ``actor``; return those that were new."""
+        new = self.world.grant(actor, grants)
+        for g in new:
+            self._holders.setdefault((g.action, g.entity), set()).add(g.principal)
+        self._apply({"grant": {(g.principal, g.action, str(g.entity)) for g in new}}, {})
+        return new
+
+    def revoke(self, actor: str, grants: Iterable[Grant]) -> list[Grant]:
+        """Remove grants as the authorization admin ``actor``; return those that were there."""
+        gone = self.world.revoke(actor, grants)
+        for g in gone:
+            self._holders.get((g.action, g.entity), set()).discard(g.principal)
+        self._apply({}, {"grant": {(g.principal, g.action, str(g.entity)) for g in gone}})
+        return gone
+
+    def add_members(self, actor: str, members: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Put principals in groups or roles, as an authorization admin; return the new memberships."""
+        new = self.world.add_members(actor, members)
+        self._apply({"member_of": set(new)}, {})
+        return new
+
+    def remove_members(self, actor: str, members: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Take principals out of groups or roles, as an authorization admin."""
+        gone = self.world.remove_members(actor, members)
+        self._apply({}, {"member_of": set(gone)})
+        return gone
+
+    def add_entity(self, entity: EntityId) -> list[EntityId]:
+        """Create an entity (and what encloses it); return the entities that exist now and did not."""
+        self.world.add_entity(entity)
+        born = self.inventory.add(entity)
+        self._apply(self.inventory.facts(born), {})
+        return born
+
+    def delete_entity(self, entity: EntityId) -> set[EntityId]:
+        """Delete an entity and everything inside it (grants are kept); return what was deleted."""
+        doomed = {entity, *self.inventory.within(entity)} if self.inventory.exists(entity) else set()
+        listed = {e for e in doomed if e in self.world.entities} | ({entity} & self.world.entities)
+        self.world.forget_entities(listed)
+        gone = self.inventory.remove(entity)
+        self._apply({}, self.inventory.facts(gone))
+        return doomed
 
     # ---- requests ------------------------------------------------------------------
 
@@ -173,15 +232,13 @@ class Authorizer:
         }
         # A request may name an entity that does not exist yet (create): its place in
         # the hierarchy comes from its id, for this evaluation only.
-        child_of, is_a = self._facts.get("child_of", set()), self._facts.get("is_a", set())
-        chain = [request.entity, *request.entity.ancestors(self.world.instance)]
-        types: set[Row] = {(str(e), e.type) for e in chain}
-        links: set[Row] = {(str(a), str(b)) for a, b in itertools.pairwise(chain)}
-        facts["is_a"] = types - is_a
-        facts["child_of"] = links - child_of
+        absent = [e for e in (request.entity, *request.entity.ancestors(self.world.instance)) if not self.inventory.exists(e)]
+        facts.update(self.inventory.facts(absent))
         return facts
 
-    def _evaluate(self, requests: list[Request]) -> tuple[dict[str, Request], dict[str, set[Row]]]:
+    def _evaluate(
+        self, requests: list[Request], relations: tuple[str, ...] = ("allowed", "applies", "met", "covered", "lacking")
+    ) -> tuple[dict[str, Request], dict[str, set[Row]]]:
         """Assert the requests, read back every relation the decisions need, retract."""
         ids = {f"r{next(self._counter)}": r for r in requests}
         added: dict[str, set[Row]] = {}
@@ -192,7 +249,7 @@ class Authorizer:
             self.backend.add(relation, rows)
         try:
             answers: dict[str, set[Row]] = {}
-            for relation in ("allowed", "applies", "met", "covered", "lacking"):
+            for relation in relations:
                 if len(ids) == 1:
                     answers[relation] = self.backend.query(relation, {0: next(iter(ids))})
                 else:
@@ -202,8 +259,27 @@ class Authorizer:
                 self.backend.remove(relation, rows)
         return ids, answers
 
+    def decide(self, request: Request) -> bool:
+        """Allow (True) or deny, without building the proof or the unmet requirements."""
+        fast = getattr(self.backend, "decide", None)
+        if fast is not None:
+            answer: bool | None = fast(request, self.inventory)
+            if answer is not None:
+                return answer
+        ids, answers = self._evaluate([request], ("allowed",))
+        return bool(answers["allowed"])
+
+    def allows(
+        self, principal: str, operation: str, entity: str | EntityId, args: Mapping[str, object] | None = None
+    ) -> bool:
+        """Whether ``principal`` may do ``operation`` on ``entity``: from strings to a decision.
+
+        Raises RequestError for a request that is not well formed (never an allow).
+        """
+        return self.decide(self.request(principal, operation, entity, args))
+
     def check(self, request: Request) -> Decision:
-        """Decide one request."""
+        """Decide one request, with its proof or its unmet requirements and the fixes."""
         ids, answers = self._evaluate([request])
         (rid,) = ids
         return self._decision(rid, request, answers)
@@ -218,8 +294,7 @@ class Authorizer:
         own evaluation; evaluated together with others, that entity would count as a
         descendant for them too, so such requests are decided one by one.
         """
-        known = self._facts.get("is_a", set())
-        shared = [r for r in requests if (str(r.entity), r.entity.type) in known]
+        shared = [r for r in requests if self.inventory.exists(r.entity)]
         decided: dict[int, Decision] = {}
         if shared:
             ids, answers = self._evaluate(shared)
@@ -328,8 +403,7 @@ class Authorizer:
             case Scope.SELF_OR_DESCENDANT:
                 if not exhaustive:
                     return [entity]
-                inside = [e for e in self.world.existing() if entity in e.ancestors(self.world.instance)]
-                return [entity, *sorted(inside)]
+                return [entity, *sorted(self.inventory.within(entity))]
             case Scope.PARENT:
                 parent = entity.parent(self.world.instance)
                 return [parent] if parent else []
@@ -362,7 +436,7 @@ class Authorizer:
                         ways.append(frozenset({GrantChange(who, action, entity)}))
                         if exhaustive:
                             continue
-                        for holder in self._holders.get((action, entity), ()):
+                        for holder in sorted(self._holders.get((action, entity), ())):
                             if holder != who and holder not in mine and holder.split(":")[0] in ("group", "role"):
                                 ways.append(frozenset({MembershipChange(who, holder)}))
         return ways
@@ -433,7 +507,7 @@ class Authorizer:
         parent = self.entity(within) if within is not None else None
         if parent is not None and entity_type not in _types_inside(self.policy, parent.type):
             raise RequestError(f"a {entity_type} is never inside a {parent.type} such as `{parent}`")
-        candidates = self._inside.get((entity_type, parent), [])
+        candidates = self.inventory.inside(entity_type, parent)
         if not candidates:
             return []
         who = self.request(principal, op.qualified, candidates[0]).principal

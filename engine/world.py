@@ -111,6 +111,27 @@ class World:
         self._persist()
         return gone
 
+    def add_members(self, actor: str, members: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Put principals in groups or roles as ``actor``; return the memberships that were new."""
+        self._require_admin(actor)
+        new = [m for m in dict.fromkeys(members) if m not in self.members]
+        self.members.update(new)
+        self._persist()
+        return new
+
+    def remove_members(self, actor: str, members: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Take principals out of groups or roles as ``actor``; return the memberships that were there."""
+        self._require_admin(actor)
+        gone = [m for m in dict.fromkeys(members) if m in self.members]
+        self.members.difference_update(gone)
+        self._persist()
+        return gone
+
+    def forget_entities(self, entities: Iterable[EntityId]) -> None:
+        """Unlist entities (their grants are kept); the caller knows which (see Inventory)."""
+        self.entities.difference_update(entities)
+        self._persist()
+
     def add_entity(self, entity: EntityId) -> None:
         """Create an entity. Grants on it, made before or kept from an earlier life, apply."""
         self.entities.add(entity)

@@ -447,7 +447,7 @@ class Session:
         actions = self._actions(words[1])
         entities = [self.authorizer.entity(w) for w in words[2:at]]
         grants = [Grant(principal, a, e) for e in entities for a in actions]
-        change = self.world.grant if verb == "grant" else self.world.revoke
+        change = self.authorizer.grant if verb == "grant" else self.authorizer.revoke
         changed = change(actor, grants)
         if changed:
             self._changed()
@@ -465,8 +465,8 @@ class Session:
             else:
                 lines.append(f"{principal} holds no {action} on {', '.join(entities)}: nothing to revoke")
         if verb == "grant":
-            existing = self.world.existing()
-            for entity in sorted({g.entity for g in changed if g.entity not in existing}):
+            exists = self.authorizer.inventory.exists
+            for entity in sorted({g.entity for g in changed if not exists(g.entity)}):
                 lines.append(f"note: {entity} does not exist yet; the grant applies once it is created")
         return "\n".join(lines)
 
@@ -485,10 +485,10 @@ class Session:
     def _add_entities(self, entities: list[EntityId]) -> str:
         lines = []
         for entity in entities:
-            if entity in self.world.existing():
+            if self.authorizer.inventory.exists(entity):
                 lines.append(f"{entity} already exists")
                 continue
-            self.world.add_entity(entity)
+            self.authorizer.add_entity(entity)
             held = sum(1 for g in self.world.grants if g.entity == entity)
             verb = "applies" if held == 1 else "apply"
             lines.append(f"added {entity}" + (f"; {_count(held, 'grant')} on it {verb} again" if held else ""))
@@ -496,14 +496,14 @@ class Session:
         return "\n".join(lines)
 
     def _delete_entities(self, entities: list[EntityId]) -> str:
-        existing = self.world.existing()
+        exists = self.authorizer.inventory.exists
         for entity in entities:  # all or nothing: check every one before deleting any
-            if entity not in existing:
-                hint = _closest(str(entity), {str(e) for e in existing})
+            if not exists(entity):
+                hint = _closest(str(entity), {str(e) for e in self.world.existing()})
                 raise ReplError(f"no entity {entity} in the world" + (f"; {hint}" if hint else ""))
         lines = []
         for entity in entities:
-            doomed = self.world.delete_entity(entity)
+            doomed = self.authorizer.delete_entity(entity)
             kept = sum(1 for g in self.world.grants if g.entity in doomed)
             lines.append(f"deleted {_count(len(doomed), 'entity', 'entities')}: {', '.join(map(str, sorted(doomed)))}")
             if kept:
@@ -513,7 +513,7 @@ class Session:
         return "\n".join(lines)
 
     def _changed(self) -> None:
-        self.authorizer.refresh()
+        """The authorizer applied the change itself (incrementally); remember it is unsaved."""
         self._unsaved = True
         self._warned_unsaved = False
 

@@ -1,0 +1,98 @@
+"""What exists in a world, kept current as entities are created and deleted.
+
+An entity exists when it is listed or encloses one that is (``World.existing``).
+The inventory counts, for each entity, itself (if listed) and the listed
+entities inside it, so a creation or a deletion touches only the entities on
+the chains it changes, never the whole world; and it keeps the existing
+entities by type and by each enclosing entity, for ``visible``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from engine.ids import EntityId
+from engine.program import Row
+
+
+class Inventory:
+    """The existing entities of a world and the hierarchy facts they give."""
+
+    def __init__(self, instance: str, listed: Iterable[EntityId] = ()):
+        self.instance = instance
+        self._listed: set[EntityId] = set()
+        self._count: Counter[EntityId] = Counter()
+        self._inside: dict[EntityId | None, dict[str, set[EntityId]]] = {}  # place -> type -> entities
+        self._sorted: dict[tuple[str, EntityId | None], list[EntityId]] = {}
+        for entity in listed:
+            self.add(entity)
+
+    def exists(self, entity: EntityId) -> bool:
+        return self._count[entity] > 0 if entity in self._count else False
+
+    def __iter__(self) -> Iterable[EntityId]:  # type: ignore[override]
+        return iter([e for e, n in self._count.items() if n > 0])
+
+    def __len__(self) -> int:
+        return sum(1 for n in self._count.values() if n > 0)
+
+    def facts(self, entities: Iterable[EntityId]) -> dict[str, set[Row]]:
+        """``is_a`` and ``child_of`` of these entities, as ``engine.facts.world_facts`` writes them."""
+        is_a: set[Row] = set()
+        child_of: set[Row] = set()
+        for entity in entities:
+            is_a.add((str(entity), entity.type))
+            parent = entity.parent(self.instance)
+            if parent is not None:
+                child_of.add((str(entity), str(parent)))
+        return {"is_a": is_a, "child_of": child_of}
+
+    def add(self, entity: EntityId) -> list[EntityId]:
+        """List ``entity``; return the entities that exist now and did not before."""
+        if entity in self._listed:
+            return []
+        self._listed.add(entity)
+        born = []
+        for place in (entity, *entity.ancestors(self.instance)):
+            self._count[place] += 1
+            if self._count[place] == 1:
+                born.append(place)
+                self._index(place, add=True)
+        return born
+
+    def remove(self, entity: EntityId) -> list[EntityId]:
+        """Unlist ``entity`` and everything listed inside it; return what no longer exists."""
+        doomed = [d for d in self.within(entity) if d in self._listed]
+        if entity in self._listed:
+            doomed.append(entity)
+        gone = []
+        for listed in doomed:
+            self._listed.discard(listed)
+            for place in (listed, *listed.ancestors(self.instance)):
+                self._count[place] -= 1
+                if self._count[place] == 0:
+                    del self._count[place]
+                    gone.append(place)
+                    self._index(place, add=False)
+        return gone
+
+    def within(self, entity: EntityId) -> list[EntityId]:
+        """Every existing entity strictly inside ``entity``."""
+        return [d for found in self._inside.get(entity, {}).values() for d in found]
+
+    def inside(self, entity_type: str, place: EntityId | None) -> list[EntityId]:
+        """The existing entities of a type inside ``place`` (anywhere for None), sorted."""
+        key = (entity_type, place)
+        if key not in self._sorted:
+            self._sorted[key] = sorted(self._inside.get(place, {}).get(entity_type, ()))
+        return self._sorted[key]
+
+    def _index(self, entity: EntityId, add: bool) -> None:
+        for place in (None, *entity.ancestors(self.instance)):
+            found = self._inside.setdefault(place, {}).setdefault(entity.type, set())
+            if add:
+                found.add(entity)
+            else:
+                found.discard(entity)
+            self._sorted.pop((entity.type, place), None)
