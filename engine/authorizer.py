@@ -53,7 +53,7 @@ def check_hierarchy(policy: Policy) -> None:
 class Authorizer:
     """One policy evaluated over one world."""
 
-    def __init__(self, policy: Policy, world: World | None = None, backend: str = "pydatalog"):
+    def __init__(self, policy: Policy, world: World | None = None, backend: str = "compiled"):
         check_hierarchy(policy)
         self.policy = policy
         self.world = world if world is not None else World()

@@ -10,7 +10,7 @@ entities by type and by each enclosing entity, for ``visible``.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from engine.ids import EntityId
 from engine.program import Row
@@ -31,7 +31,7 @@ class Inventory:
     def exists(self, entity: EntityId) -> bool:
         return self._count[entity] > 0 if entity in self._count else False
 
-    def __iter__(self) -> Iterable[EntityId]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[EntityId]:
         return iter([e for e, n in self._count.items() if n > 0])
 
     def __len__(self) -> int:

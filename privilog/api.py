@@ -36,7 +36,7 @@ def load_world_for(policy: Policy, world: str | Path | World | dict[str, Any] | 
 def load(
     policy: str | Policy = "cdap",
     world: str | Path | World | dict[str, Any] | None = None,
-    backend: str = "pydatalog",
+    backend: str = "compiled",
     bind: bool = False,
 ) -> Authorizer:
     """An authorizer for ``policy`` (a name in rules/ or a path) over ``world``.

