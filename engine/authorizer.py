@@ -27,6 +27,7 @@ from engine.world import Grant, World
 TRUE_WORDS = {"true", "yes", "1", "on"}
 FALSE_WORDS = {"false", "no", "0", "off", ""}
 MAX_FIXES = 8
+ID_CACHE = 1 << 20  # parsed ids kept, at most
 
 
 class RequestError(PrivilogError):
@@ -60,6 +61,9 @@ class Authorizer:
         self.program: Program = compile_policy(policy)
         self.backend: Backend = make_backend(backend, self.program)
         self._facts: dict[str, set[Row]] = {}
+        self._operations = {op.qualified: op for op in policy.operations}
+        self._entities: dict[str, EntityId] = {}  # ids parsed once (valid ones only)
+        self._principals: set[str] = set()
         self._counter = itertools.count()
         self.refresh()
 
@@ -152,7 +156,7 @@ class Authorizer:
 
     def operation(self, name: str) -> Operation:
         """The operation called ``name`` (``type.name``), or a RequestError saying what exists."""
-        op = self.policy.operation(name)
+        op = self._operations.get(name) if isinstance(name, str) else None
         if op is not None:
             return op
         names = [o.qualified for o in self.policy.operations]
@@ -169,22 +173,36 @@ class Authorizer:
 
     def entity(self, text: str | EntityId) -> EntityId:
         """Parse an entity id and check that the policy knows its type."""
+        if isinstance(text, str):
+            known = self._entities.get(text)
+            if known is not None:
+                return known
         try:
             entity = text if isinstance(text, EntityId) else EntityId.parse(text)
         except IdError as error:
             raise RequestError(str(error)) from None
         if self.policy.entity_type(entity.type) is None:
             raise RequestError(f"policy {self.policy.name} has no entity type `{entity.type}`")
+        if isinstance(text, str):
+            if len(self._entities) >= ID_CACHE:  # bounded: a stream of distinct ids cannot grow it
+                self._entities.clear()
+            self._entities[text] = entity
         return entity
 
     def request(
         self, principal: str, operation: str, entity: str | EntityId, args: Mapping[str, object] | None = None
     ) -> Request:
         """Validate a request; raise RequestError with what is wrong and what is expected."""
-        try:
-            who = parse_principal(principal)
-        except IdError as error:
-            raise RequestError(str(error)) from None
+        if principal in self._principals:
+            who = principal
+        else:
+            try:
+                who = parse_principal(principal)
+            except IdError as error:
+                raise RequestError(str(error)) from None
+            if len(self._principals) >= ID_CACHE:
+                self._principals.clear()
+            self._principals.add(who)
         op = self.operation(operation)
         target = self.entity(entity)
         if target.type != op.entity_type:
@@ -232,8 +250,8 @@ class Authorizer:
         }
         # A request may name an entity that does not exist yet (create): its place in
         # the hierarchy comes from its id, for this evaluation only.
-        absent = [e for e in (request.entity, *request.entity.ancestors(self.world.instance)) if not self.inventory.exists(e)]
-        facts.update(self.inventory.facts(absent))
+        chain = (request.entity, *request.entity.ancestors(self.world.instance))
+        facts.update(self.inventory.facts([e for e in chain if not self.inventory.exists(e)]))
         return facts
 
     def _evaluate(
@@ -262,12 +280,30 @@ class Authorizer:
     def decide(self, request: Request) -> bool:
         """Allow (True) or deny, without building the proof or the unmet requirements."""
         fast = getattr(self.backend, "decide", None)
-        if fast is not None:
-            answer: bool | None = fast(request, self.inventory)
+        if fast is None:
+            _, answers = self._evaluate([request], ("allowed",))
+            return bool(answers["allowed"])
+        if self.inventory.exists(request.entity):  # then so does everything enclosing it
+            answer: bool | None = fast(request)
             if answer is not None:
                 return answer
-        ids, answers = self._evaluate([request], ("allowed",))
-        return bool(answers["allowed"])
+            _, answers = self._evaluate([request], ("allowed",))
+            return bool(answers["allowed"])
+        chain = (request.entity, *request.entity.ancestors(self.world.instance))
+        absent = self.inventory.facts([e for e in chain if not self.inventory.exists(e)])
+        for relation, rows in absent.items():  # a create: the entity's place, for this decision only
+            if rows:
+                self.backend.add(relation, rows)
+        try:
+            answer = fast(request)
+        finally:
+            for relation, rows in absent.items():
+                if rows:
+                    self.backend.remove(relation, rows)
+        if answer is None:
+            _, answers = self._evaluate([request], ("allowed",))
+            return bool(answers["allowed"])
+        return answer
 
     def allows(
         self, principal: str, operation: str, entity: str | EntityId, args: Mapping[str, object] | None = None

@@ -29,7 +29,8 @@ class Inventory:
             self.add(entity)
 
     def exists(self, entity: EntityId) -> bool:
-        return self._count[entity] > 0 if entity in self._count else False
+        """Whether ``entity`` exists; if it does, so does everything that encloses it."""
+        return entity in self._count
 
     def __iter__(self) -> Iterator[EntityId]:
         return iter([e for e, n in self._count.items() if n > 0])

@@ -19,8 +19,8 @@ from engine.compiled.relation import Relation
 from engine.program import Program, Row
 
 if TYPE_CHECKING:
+    from engine.compiled.specialize import DecisionPlans
     from engine.decision import Request
-    from engine.inventory import Inventory
 
 
 class CompiledBackend:
@@ -37,10 +37,10 @@ class CompiledBackend:
             self.evaluator.relation(name).add(rows)
         for component in self.analysis.of_kind(Kind.STATIC, Kind.WORLD):
             self.evaluator.evaluate(component, self.store)
-        self._maintained = self.analysis.of_kind(Kind.STATIC, Kind.WORLD)
+        self._maintained = list(self.analysis.of_kind(Kind.STATIC, Kind.WORLD))
         self._per_request = self.analysis.of_kind(Kind.REQUEST)
         self._answers: Store | None = None
-        self._decisions: object | None = None
+        self._decisions: DecisionPlans | None = None
 
     # ---- the Backend protocol -----------------------------------------------------------
 
@@ -84,6 +84,14 @@ class CompiledBackend:
 
     # ---- deciding without explaining ------------------------------------------------------
 
-    def decide(self, request: Request, inventory: Inventory) -> bool | None:
-        """Allow or deny from the operation's decision plan; None when it has none."""
-        return None
+    def decide(self, request: Request) -> bool | None:
+        """Allow or deny from the decision plan, for a request whose entity exists (see
+        ``Authorizer.decide``); None when the policy's request rules recurse (no plan)."""
+        if self._decisions is None:
+            from engine.compiled.specialize import DecisionPlans
+
+            self._decisions = DecisionPlans(self.program, self.analysis, self.evaluator, self._maintained)
+        if not self._decisions.available:
+            return None
+        self._answers = None
+        return self._decisions.decide(request)

@@ -107,7 +107,7 @@ class Evaluator:
 
     def __init__(self, store: Store, arity: Mapping[str, int]):
         self.store = store
-        self.arity = arity
+        self.arity = dict(arity)
         self._rules: dict[int, RulePlans] = {}
 
     def rules(self, component: Component) -> list[RulePlans]:
