@@ -30,7 +30,7 @@ class _Parser(argparse.ArgumentParser):
 def _policy_world(args: argparse.Namespace) -> Any:
     from privilog.api import load
 
-    return load(args.policy, args.world, bind=False)
+    return load(args.policy, args.world, backend=getattr(args, "backend", "compiled"), bind=False)
 
 
 def _args(pairs: Sequence[str]) -> dict[str, str]:
@@ -202,6 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
         if world:
             p.add_argument("--world", help="a world file (YAML or JSON); default: an empty world")
+            p.add_argument(
+                "--backend",
+                choices=("compiled", "pydatalog"),
+                default="compiled",
+                help="the engine: compiled (default, fast) or pydatalog (the reference)",
+            )
 
     for name, text in (
         ("check", "decide a request: exit 0 allowed, 1 denied"),

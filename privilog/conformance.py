@@ -532,9 +532,9 @@ class Bench:
     ``policy`` is a name in rules/ or a path (default: the table's ``policy``).
     """
 
-    def __init__(self, table: Table, policy: str | None = None):
+    def __init__(self, table: Table, policy: str | None = None, backend: str = "compiled"):
         self.table = table
-        self.authz = load(policy if policy is not None else table.policy, {"entities": table.entities})
+        self.authz = load(policy if policy is not None else table.policy, {"entities": table.entities}, backend)
         self._ids: dict[str, EntityId] = {}
         self.base = {self._id(e) for e in table.entities}
 

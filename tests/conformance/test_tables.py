@@ -79,14 +79,15 @@ def case_id(case: Case) -> str:
     return f"{policy}:{case_label(row, args)}"
 
 
-_BENCHES: dict[str, Bench] = {}
+_BENCHES: dict[tuple[str, str], Bench] = {}
+BACKENDS = ("compiled", "pydatalog")  # the default engine, and the reference it is held to
 
 
-def bench_for(policy: str) -> Bench:
-    """The one authorizer of a policy, shared by every test of its table."""
-    if policy not in _BENCHES:
-        _BENCHES[policy] = Bench(TABLES[policy])
-    return _BENCHES[policy]
+def bench_for(policy: str, backend: str = "compiled") -> Bench:
+    """The one authorizer of a policy on a backend, shared by every test of its table."""
+    if (policy, backend) not in _BENCHES:
+        _BENCHES[(policy, backend)] = Bench(TABLES[policy], backend=backend)
+    return _BENCHES[(policy, backend)]
 
 
 def others_hold(needs: set[Need]) -> set[tuple[str, str, str]]:
@@ -101,10 +102,11 @@ def test_every_policy_has_a_table() -> None:
 # ---- SUFFICE -----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", SATISFIABLE, ids=case_id)
-def test_required_grants_suffice(case: Case) -> None:
+def test_required_grants_suffice(case: Case, backend: str) -> None:
     policy, row, args = case
-    bench = bench_for(policy)
+    bench = bench_for(policy, backend)
     for combo in combinations(bench.table, row, args):
         assert bench.allowed(row, args, to_principal(combo)), f"{case_id(case)} denied with {sorted(combo)}"
 
@@ -112,10 +114,11 @@ def test_required_grants_suffice(case: Case) -> None:
 # ---- NECESSARY ---------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", SATISFIABLE, ids=case_id)
-def test_each_required_grant_is_necessary(case: Case) -> None:
+def test_each_required_grant_is_necessary(case: Case, backend: str) -> None:
     policy, row, args = case
-    bench = bench_for(policy)
+    bench = bench_for(policy, backend)
     table = bench.table
     subject = table.subject(row)
     ways = ways_of(table, row, args)
@@ -140,10 +143,11 @@ def test_each_required_grant_is_necessary(case: Case) -> None:
 # ---- UNREQUIRED DON'T HELP ---------------------------------------------------------------
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", SATISFIABLE, ids=case_id)
-def test_unrequired_grants_do_not_help(case: Case) -> None:
+def test_unrequired_grants_do_not_help(case: Case, backend: str) -> None:
     policy, row, args = case
-    bench = bench_for(policy)
+    bench = bench_for(policy, backend)
     table = bench.table
     everything = universe(table)
     ways = ways_of(table, row, args)
@@ -171,10 +175,11 @@ def test_unrequired_grants_do_not_help(case: Case) -> None:
 # ---- through groups and roles ------------------------------------------------------------
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", SATISFIABLE, ids=case_id)
-def test_grants_to_a_group_count(case: Case) -> None:
+def test_grants_to_a_group_count(case: Case, backend: str) -> None:
     policy, row, args = case
-    bench = bench_for(policy)
+    bench = bench_for(policy, backend)
     combo = combinations(bench.table, row, args)[0]
     if not combo:
         pytest.skip("nothing to grant: every conjunct is vacuously met")
