@@ -18,7 +18,7 @@ base facts at a time, in evaluation order:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dsl.ir import Atom, Const, Rule, Var
@@ -78,14 +78,26 @@ class RulePlans:
                 slots.append(Slot(i, union=n + i if union and not literal.negated else None, small=small))
         return slots
 
-    def plan(self, variant: str, position: int = -1) -> Maker:
+    def plan(self, variant: str, position: int = -1, sources: Sequence[Relation | None] = ()) -> Maker:
+        """The plan of a variant, its join order chosen from the sizes of ``sources`` (the
+        relations it is first run with: one per literal)."""
         found = self._plans.get((variant, position))
         if found is None:
+
+            def estimate(i: int, columns: tuple[int, ...]) -> float:
+                relation = sources[i] if i < len(sources) else None
+                if relation is None or not relation.rows:
+                    return 0.0
+                if not columns:
+                    return float(len(relation.rows))
+                return len(relation.rows) / max(len(relation.index(columns)), 1)
+
+            guess = estimate if sources else None
             if variant == "head":
-                found = compile_conjunction(self.rule.body, self._slots(-1, False), self.entry, None)
+                found = compile_conjunction(self.rule.body, self._slots(-1, False), self.entry, None, guess)
             else:
                 found = compile_conjunction(
-                    self.rule.body, self._slots(position, variant == "old"), [], self.rule.head.terms
+                    self.rule.body, self._slots(position, variant == "old"), [], self.rule.head.terms, guess
                 )
             self._plans[(variant, position)] = found
         return found
@@ -141,7 +153,7 @@ class Evaluator:
         for plans_of in plans:
             rows = found.setdefault(plans_of.rule.head.predicate, [])
             sources = [source(b.predicate) if isinstance(b, Atom) else None for b in plans_of.rule.body]
-            plans_of.plan("full")(sources)(rows.append)  # type: ignore[arg-type]
+            plans_of.plan("full", -1, sources)(sources)(rows.append)  # type: ignore[arg-type]
         delta = {name: target[name].add(rows) for name, rows in found.items()}
         while component.recursive and any(delta.values()):
             found = {}
@@ -156,7 +168,7 @@ class Evaluator:
                         (delta_relations[name] if j == i else source(b.predicate)) if isinstance(b, Atom) else None
                         for j, b in enumerate(plans_of.rule.body)
                     ]
-                    plans_of.plan("delta", i)(sources)(rows.append)  # type: ignore[arg-type]
+                    plans_of.plan("delta", i, sources)(sources)(rows.append)  # type: ignore[arg-type]
             delta = {name: target[name].add(rows) for name, rows in found.items()}
 
     # ---- upkeep ----------------------------------------------------------------------
@@ -208,7 +220,7 @@ class Evaluator:
                             (frontier[name] if j == i else self.relation(b.predicate)) if isinstance(b, Atom) else None
                             for j, b in enumerate(plans_of.rule.body)
                         ]
-                        plans_of.plan("delta", i)(sources)(rows.append)  # type: ignore[arg-type]
+                        plans_of.plan("delta", i, sources)(sources)(rows.append)  # type: ignore[arg-type]
             frontier = {}
             for name, rows in found.items():
                 new = self.relation(name).add(rows)
@@ -247,7 +259,7 @@ class Evaluator:
                             sources.append(gone)
                         else:
                             sources.append(None)
-                    plans_of.plan("old", i)(sources)(rows.append)  # type: ignore[arg-type]
+                    plans_of.plan("old", i, sources)(sources)(rows.append)  # type: ignore[arg-type]
             frontier = {}
             for name, rows in found.items():
                 present = self.relation(name).rows
@@ -276,7 +288,7 @@ class Evaluator:
                 if not candidates:
                     continue
                 sources = [self.relation(b.predicate) if isinstance(b, Atom) else None for b in plans_of.rule.body]
-                derivable = plans_of.plan("head")(sources)  # type: ignore[arg-type]
+                derivable = plans_of.plan("head", -1, sources)(sources)  # type: ignore[arg-type]
                 back_rows: list[Row] = []
                 for row in candidates:
                     entry = plans_of.head_entry(row)

@@ -68,11 +68,14 @@ def compile_conjunction(
     slots: Sequence[Slot | None],
     entry: Sequence[str],
     head: Sequence[Term] | None,
+    estimate: Callable[[int, tuple[int, ...]], float] | None = None,
 ) -> Maker:
     """Compile ``body`` (atoms read through ``slots``, one per literal, None for comparisons).
 
     With ``head``, the plan is ``run(emit, *entry)`` and calls ``emit(row)`` for each
     derivation; without, it is ``run(*entry)`` and answers whether one exists.
+    ``estimate(i, columns)``, when given, says how many rows literal ``i`` yields with
+    ``columns`` bound: the join takes the fewest first.
 
     >>> from dsl.ir import Atom, Var
     >>> edge = Relation("edge", 2, [("a", "b"), ("b", "c")])
@@ -104,7 +107,7 @@ def compile_conjunction(
 
     place_filters()
     while pending:
-        best = max(pending, key=lambda i: _score(body[i], slots[i], bound))  # type: ignore[arg-type]
+        best = max(pending, key=lambda i: _score(body[i], slots[i], bound, i, estimate))  # type: ignore[arg-type]
         pending.remove(best)
         _atom(writer, prologue, body[best], slots[best], best, bound)  # type: ignore[arg-type]
         bound |= set(body[best].variables)
@@ -133,9 +136,14 @@ def compile_conjunction(
     return lambda sources: build(sources, constants, EMPTY, chain)
 
 
-def _score(atom: Atom, slot: Slot, bound: set[str]) -> tuple[bool, int, int]:
-    given = sum(1 for t in atom.terms if isinstance(t, Const) or t.name in bound)
-    return (slot.small, given, -atom.arity if hasattr(atom, "arity") else -len(atom.terms))
+def _score(
+    atom: Atom, slot: Slot, bound: set[str], i: int, estimate: Callable[[int, tuple[int, ...]], float] | None
+) -> tuple[bool, float, int]:
+    columns = tuple(_columns(atom, bound))
+    if estimate is not None and not slot.small:
+        rows = 0.0 if len(columns) == len(atom.terms) else estimate(i, columns)
+        return (False, -rows, len(columns))
+    return (slot.small, len(columns), -len(atom.terms))
 
 
 def _columns(atom: Atom, bound: set[str]) -> list[int]:
