@@ -548,8 +548,11 @@ class Authorizer:
             return []
         who = self.request(principal, op.qualified, candidates[0]).principal
         requests = [Request(who, op.qualified, e) for e in candidates]
+        # Decide each from the decision plans; evaluate the rules (for the witness) only for
+        # the entities shown.
+        allowed = [r for r in requests if self.decide(r)]
         shown = []
-        for decision in self.check_many(requests, explain_denials=False):
+        for decision in self.check_many(allowed, explain_denials=False):
             if decision.allowed:
                 witnesses = [w for o in decision.outcomes for w in o.witnesses]
                 shown.append(Visible(decision.request.entity, min(witnesses) if witnesses else None))
