@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from dsl.errors import PolicyError, PolicyErrors, did_you_mean
 from dsl.ir import Atom, Comparison, Operation, Option, Policy, Requirement, Rule, Scope, Span, Target, Var
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 BOOL = "bool"
 
@@ -53,8 +55,12 @@ def _vocabulary(policy: Policy) -> list[PolicyError]:
                     did_you_mean(entity_type.parent, types) or "declare it with `entity NAME`",
                 )
             )
-    graph = nx.DiGraph((t.name, t.parent) for t in policy.entity_types if t.parent)
-    for cycle in nx.simple_cycles(graph):
+    edges = [(t.name, t.parent) for t in policy.entity_types if t.parent]
+    if not _has_cycle(edges):
+        return errors
+    import networkx as nx  # only to name the cycle, as it always has
+
+    for cycle in nx.simple_cycles(nx.DiGraph(edges)):
         first = policy.entity_type(cycle[0])
         assert first is not None
         errors.append(
@@ -322,8 +328,87 @@ def _safety(policy: Policy, errors: list[PolicyError]) -> None:
                     )
 
 
+def _has_cycle(edges: Iterable[tuple[str, str]]) -> bool:
+    """Whether the directed graph of ``edges`` has a cycle (a self-loop counts)."""
+    successors: dict[str, list[str]] = {}
+    for a, b in edges:
+        successors.setdefault(a, []).append(b)
+    return any(len(c) > 1 or c[0] in successors.get(c[0], ()) for c in _components(successors))
+
+
+def _components(successors: dict[str, list[str]]) -> list[list[str]]:
+    """Strongly connected components (Tarjan's algorithm, without recursion), each before those it reaches."""
+    nodes = list(successors)
+    for reached in successors.values():
+        nodes.extend(reached)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for root in dict.fromkeys(nodes):
+        if root in index:
+            continue
+        work = [(root, iter(successors.get(root, ())))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            for target in targets:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(successors.get(target, ()))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    component: list[str] = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    found.append(component)
+    found.reverse()  # Tarjan finds a component after every component it reaches
+    return found
+
+
+class _Dependencies:
+    """Predicate dependencies: an edge from each body predicate to the head, marked when negated.
+
+    Each edge keeps whether any literal behind it is negated, and the span of
+    the last such literal in the rules' order (as :func:`dependency_graph` does).
+    """
+
+    def __init__(self, rules: Iterable[Rule]):
+        self.successors: dict[str, list[str]] = {}
+        self.edges: dict[tuple[str, str], tuple[bool, Span]] = {}
+        for rule in rules:
+            head = rule.head.predicate
+            self.successors.setdefault(head, [])
+            for literal in rule.body:
+                if isinstance(literal, Atom):
+                    key = (literal.predicate, head)
+                    earlier = self.edges.get(key)
+                    if earlier is None:
+                        self.successors.setdefault(literal.predicate, []).append(head)
+                    negative = literal.negated or (earlier is not None and earlier[0])
+                    self.edges[key] = (negative, literal.span)
+
+
 def dependency_graph(rules: Iterable[Rule]) -> nx.DiGraph:
-    """Predicate dependencies: an edge from each body predicate to the head, marked when negated."""
+    """Predicate dependencies as a networkx graph: edges marked ``negative`` and with a ``span``."""
+    import networkx as nx
+
     graph = nx.DiGraph()
     for rule in rules:
         graph.add_node(rule.head.predicate)
@@ -342,40 +427,37 @@ def strata(rules: Iterable[Rule]) -> list[list[str]]:
     evaluates strata in order sees each negated relation complete.
     """
     rules = list(rules)
-    graph = dependency_graph(rules)
+    deps = _Dependencies(rules)
     heads = {r.head.predicate for r in rules if r.body}
-    condensed = nx.condensation(graph)
-    level: dict[int, int] = {}
-    for component in nx.topological_sort(condensed):
-        members = condensed.nodes[component]["members"]
-        lvl = 0
-        for pred in condensed.predecessors(component):
-            step = any(
-                graph.edges[a, b]["negative"]
-                for a in condensed.nodes[pred]["members"]
-                for b in members
-                if graph.has_edge(a, b)
-            )
-            lvl = max(lvl, level[pred] + (1 if step else 0))
-        level[component] = lvl
+    components = _components(deps.successors)
+    component_of = {member: number for number, members in enumerate(components) for member in members}
+    # Components come before those they reach: a component's level is final before any successor reads it.
+    level = [0] * len(components)
+    for number, members in enumerate(components):
+        for a in members:
+            for b in deps.successors[a]:
+                target = component_of[b]
+                if target != number:
+                    step = 1 if deps.edges[a, b][0] else 0
+                    level[target] = max(level[target], level[number] + step)
     result: dict[int, list[str]] = {}
-    for component, lvl in level.items():
-        members = sorted(m for m in condensed.nodes[component]["members"] if m in heads)
-        if members:
-            result.setdefault(lvl, []).extend(members)
+    for number, members in enumerate(components):
+        heads_here = sorted(m for m in members if m in heads)
+        if heads_here:
+            result.setdefault(level[number], []).extend(heads_here)
     return [sorted(result[k]) for k in sorted(result)]
 
 
 def _stratification(policy: Policy, errors: list[PolicyError]) -> None:
-    graph = dependency_graph(policy.rules)
+    deps = _Dependencies(policy.rules)
     # A component is a set: take the first offending literal in the source, so
     # the error does not depend on the order of a set of strings (PYTHONHASHSEED).
     cycles = sorted(
-        (graph.edges[a, b]["span"], a, b)
-        for component in nx.strongly_connected_components(graph)
+        (deps.edges[a, b][1], a, b)
+        for component in _components(deps.successors)
         for a in component
         for b in component
-        if graph.has_edge(a, b) and graph.edges[a, b]["negative"]
+        if (a, b) in deps.edges and deps.edges[a, b][0]
     )
     if cycles:
         span, a, b = cycles[0]

@@ -1,16 +1,25 @@
 """Worlds: the entities, grants, memberships and admins a policy is evaluated against.
 
-A world is written in YAML or JSON (DESIGN.md, "Files a user writes"). Every
+A world is written in YAML or JSON (DESIGN.md, "Files a user writes"), or as
+a folder of tables (CSV, JSON lines, Parquet: :mod:`engine.formats`). Every
 value is validated where it is read, and an error names the file, line and
 column of the offending value. Grants change only through an authorization
 admin, and a world bound to a file is saved atomically after each change.
+
+A document is read first without positions (:func:`engine.formats.load_document`)
+and its values checked as plain data; only when something is wrong is it read
+again with a position on every value, for the message.
 """
 
 from __future__ import annotations
 
+import gc
 import os
+import re
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +27,7 @@ from typing import Any
 import yaml
 
 from dsl.errors import PrivilogError, did_you_mean
+from engine.formats import TableError, TableFile, Unreadable, find_tables, is_table_path, load_document
 from engine.ids import DEFAULT_INSTANCE, EntityId, IdError, parse_principal
 
 ALL = "ALL"
@@ -220,6 +230,7 @@ class WorldReader:
 
     def __init__(self, actions: Iterable[str]):
         self.actions = tuple(actions)
+        self._entities: dict[str, EntityId] = {}
 
     def fail(self, where: str, message: str) -> WorldError:
         return WorldError(f"{where}: {message}")
@@ -230,10 +241,14 @@ class WorldReader:
         return item.value
 
     def entity(self, item: Located) -> EntityId:
-        try:
-            return EntityId.parse(self.text(item, "an entity id"))
-        except IdError as error:
-            raise self.fail(item.where, str(error)) from None
+        text = self.text(item, "an entity id")
+        found = self._entities.get(text)
+        if found is None:
+            try:
+                found = self._entities[text] = EntityId.parse(text)
+            except IdError as error:
+                raise self.fail(item.where, str(error)) from None
+        return found
 
     def principal(self, item: Located) -> str:
         try:
@@ -312,17 +327,48 @@ class WorldReader:
         return world
 
 
-def parse_world(text: str, actions: Iterable[str], file: str = "<world>", path: Path | None = None) -> World:
-    """Read a world from YAML or JSON text."""
+def parse_located(text: str, actions: Iterable[str], file: str = "<world>", path: Path | None = None) -> World:
+    """Read a world from YAML or JSON text with a position on every value: slow, for messages."""
     root = compose(text, file)
     if root is None:
         return World(path=path)
     return WorldReader(actions).read(root, path)
 
 
+def parse_world(text: str, actions: Iterable[str], file: str = "<world>", path: Path | None = None) -> World:
+    """Read a world from YAML or JSON text."""
+    with _collector_paused():
+        try:
+            data = load_document(text)
+        except Unreadable:
+            pass
+        else:
+            try:
+                return _PlainReader(actions).read(data, path)
+            except _NOT_READ:
+                pass
+    return parse_located(text, actions, file, path)
+
+
+def world_from_data(data: dict[str, Any], actions: Iterable[str]) -> World:
+    """A world from plain data in the file format; an error is placed as in that data written as YAML."""
+    with _collector_paused():
+        try:
+            return _PlainReader(actions).read(data, None)
+        except _NOT_READ:
+            pass
+    return parse_located(yaml.safe_dump(data), actions, "<world>")
+
+
 def load_world(path: str | Path, actions: Iterable[str], bind: bool = False) -> World:
-    """Read a world file. With ``bind``, changes made through the world are saved back to it."""
+    """Read a world file or folder. With ``bind``, changes made through the world are saved back to it."""
     path = Path(path)
+    if not path.exists():
+        raise WorldError(f"{path}: no such world file")
+    if is_table_path(path):
+        if bind:
+            raise WorldError(f"{path}: a world of tables is not changed in place; write it as YAML to change it")
+        return load_tables(path, actions)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -330,3 +376,231 @@ def load_world(path: str | Path, actions: Iterable[str], bind: bool = False) -> 
     except (OSError, UnicodeDecodeError) as error:
         raise WorldError(f"{path}: cannot read the world: {error}") from None
     return parse_world(text, actions, str(path), path if bind else None)
+
+
+def load_tables(path: str | Path, actions: Iterable[str]) -> World:
+    """Read a world of tables: a folder of them, or one table file (:func:`engine.formats.find_tables`)."""
+    try:
+        files = find_tables(Path(path))
+        with _collector_paused():
+            return _TableReader(actions).read(files)
+    except TableError as error:
+        raise WorldError(str(error)) from None
+
+
+# ---- reading, fast --------------------------------------------------------------------
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Reading makes millions of objects and no cycles: the cycle collector would only rescan them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class _Invalid(Exception):
+    """A value the plain reader does not take; the located reader says what is wrong with it."""
+
+
+# What makes the plain reader give up (a value of the wrong type or shape, an unknown
+# action or key, a bad id); then the located reader reads it and decides.
+_NOT_READ = (_Invalid, PrivilogError, TypeError, KeyError)
+
+# An instance name the plain reader takes as is (anything else is read again with positions).
+_PLAIN_INSTANCE = re.compile(r"[ -~]*")
+
+
+class _EntityIds(dict[str, EntityId]):
+    """Entity ids by their text, each parsed once; one that is not here is parsed (or raises :class:`IdError`)."""
+
+    def __missing__(self, text: str) -> EntityId:
+        entity = self[text] = EntityId.parse(text)
+        return entity
+
+
+class _Principals(dict[str, str]):
+    """Principals by their text, each checked once and kept as one string (or raises :class:`IdError`)."""
+
+    def __missing__(self, text: str) -> str:
+        principal = self[text] = sys.intern(parse_principal(text))
+        return principal
+
+
+class _Ids:
+    """The ids a world names, each distinct one read once, and the policy's actions."""
+
+    def __init__(self, actions: Iterable[str]):
+        self.actions = tuple(actions)
+        # an action's name to the actions it grants (ALL: every one)
+        self.action: dict[str, tuple[str, ...]] = {a: (a,) for a in self.actions}
+        self.action[ALL] = self.actions
+        self.entities = _EntityIds()
+        self.principals = _Principals()
+
+    def unknown_action(self, name: str) -> str:
+        hint = did_you_mean(name, [*self.actions, ALL]) or f"actions are {', '.join(self.actions)} and ALL"
+        return f"unknown action `{name}`: {hint}"
+
+
+class _PlainReader:
+    """:class:`WorldReader` over plain values, without positions: takes what it takes, or raises."""
+
+    GRANT_KEYS = frozenset({"principal", "action", "actions", "entity"})
+    MEMBER_KEYS = frozenset({"principal", "group"})
+
+    def __init__(self, actions: Iterable[str]):
+        self.ids = _Ids(actions)
+
+    def read(self, data: Any, path: Path | None) -> World:
+        world = World(path=path)
+        if data is None:
+            return world
+        if type(data) is not dict or any(type(k) is not str or k not in WorldReader.KEYS for k in data):
+            raise _Invalid
+        if "instance" in data:
+            instance = data["instance"]
+            if type(instance) is not str or not _PLAIN_INSTANCE.fullmatch(instance):
+                raise _Invalid
+            world.instance = instance
+        entities, principals = self.ids.entities, self.ids.principals
+        world.entities = {entities[e] for e in self._items(data.get("entities"))}
+        world.grants = self._grants(self._items(data.get("grants")))
+        world.members = {self._member(m) for m in self._items(data.get("members"))}
+        world.admins = {principals[a] for a in self._items(data.get("admins"))}
+        return world
+
+    @staticmethod
+    def _items(value: Any) -> list[Any]:
+        if value is None:
+            return []
+        if type(value) is not list:
+            raise _Invalid
+        return value
+
+    def _grants(self, items: list[Any]) -> set[Grant]:
+        entities, principals, action = self.ids.entities, self.ids.principals, self.ids.action
+        grants: set[Grant] = set()
+        add = grants.add
+        for item in items:
+            if type(item) is list and len(item) == 3:
+                who, actions, what = item
+            elif type(item) is dict:
+                who, actions, what = self._grant_fields(item)
+            else:
+                raise _Invalid
+            principal, entity = principals[who], entities[what]
+            if type(actions) is str:
+                names = action[actions]
+            elif type(actions) is list:
+                names = tuple(name for one in actions for name in action[one])
+            else:
+                raise _Invalid
+            for name in names:
+                add(Grant(principal, name, entity))
+        return grants
+
+    def _grant_fields(self, fields: dict[Any, Any]) -> tuple[Any, Any, Any]:
+        if not fields.keys() <= self.GRANT_KEYS or "principal" not in fields or "entity" not in fields:
+            raise _Invalid
+        if "actions" in fields:
+            return fields["principal"], fields["actions"], fields["entity"]
+        if "action" in fields:
+            return fields["principal"], fields["action"], fields["entity"]
+        raise _Invalid
+
+    def _member(self, pair: Any) -> tuple[str, str]:
+        if type(pair) is dict and pair.keys() == self.MEMBER_KEYS:
+            pair = [pair["principal"], pair["group"]]
+        if type(pair) is not list or len(pair) != 2:
+            raise _Invalid
+        return self.ids.principals[pair[0]], self.ids.principals[pair[1]]
+
+
+class _TableReader:
+    """Rows of world tables to a :class:`World`; a bad row is an error naming its file and line."""
+
+    def __init__(self, actions: Iterable[str]):
+        self.ids = _Ids(actions)
+
+    def read(self, files: list[TableFile]) -> World:
+        world = World()
+        for table in files:
+            if table.table == "entities":
+                world.entities.update(self._entities(table))
+            elif table.table == "grants":
+                world.grants.update(self._grants(table))
+            elif table.table == "members":
+                world.members.update(self._members(table))
+            else:
+                world.admins.update(self._admins(table))
+        return world
+
+    def _entities(self, table: TableFile) -> Iterator[EntityId]:
+        entities = self.ids.entities
+        for n, (text,) in table.rows():
+            try:
+                entity = entities[text]
+            except (PrivilogError, TypeError):
+                entity = self.entity(table, n, text)
+            yield entity
+
+    def _members(self, table: TableFile) -> Iterator[tuple[str, str]]:
+        principals = self.ids.principals
+        for n, (member, group) in table.rows():
+            try:
+                pair = principals[member], principals[group]
+            except (PrivilogError, TypeError):
+                pair = self.principal(table, n, "principal", member), self.principal(table, n, "group", group)
+            yield pair
+
+    def _admins(self, table: TableFile) -> Iterator[str]:
+        principals = self.ids.principals
+        for n, (text,) in table.rows():
+            try:
+                admin = principals[text]
+            except (PrivilogError, TypeError):
+                admin = self.principal(table, n, "principal", text)
+            yield admin
+
+    def _grants(self, table: TableFile) -> Iterator[Grant]:
+        entities, principals, actions = self.ids.entities, self.ids.principals, self.ids.action
+        for n, (who, action, what) in table.rows():
+            try:
+                principal, entity, names = principals[who], entities[what], actions[action]
+            except (PrivilogError, KeyError, TypeError):
+                principal, entity = self.principal(table, n, "principal", who), self.entity(table, n, what)
+                names = self.action(table, n, action)
+            for name in names:
+                yield Grant(principal, name, entity)
+
+    def action(self, table: TableFile, n: int, value: Any) -> tuple[str, ...]:
+        name = self._text(table, n, "action", value)
+        names = self.ids.action.get(name)
+        if names is None:
+            raise table.fail(n, self.ids.unknown_action(name))
+        return names
+
+    @staticmethod
+    def _text(table: TableFile, n: int, column: str, value: Any) -> str:
+        if value is None or value == "":
+            raise table.fail(n, f"the `{column}` column is empty")
+        if type(value) is not str:
+            raise table.fail(n, f"the `{column}` column must be text, not {value!r}")
+        return value
+
+    def entity(self, table: TableFile, n: int, value: Any) -> EntityId:
+        try:
+            return self.ids.entities[self._text(table, n, "entity", value)]
+        except IdError as error:
+            raise table.fail(n, str(error)) from None
+
+    def principal(self, table: TableFile, n: int, column: str, value: Any) -> str:
+        try:
+            return self.ids.principals[self._text(table, n, column, value)]
+        except IdError as error:
+            raise table.fail(n, str(error)) from None

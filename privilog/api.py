@@ -14,22 +14,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 import dsl
 from dsl.ir import Policy
 from engine.authorizer import Authorizer
-from engine.world import World, load_world, parse_world
+from engine.world import World, load_world, world_from_data
 
 
 def load_world_for(policy: Policy, world: str | Path | World | dict[str, Any] | None, bind: bool = False) -> World:
-    """A world from a path, a mapping in the file format, or an existing World (None: empty)."""
+    """A world from a path (a YAML or JSON file, or tables), a mapping in the file format, or a World (None: empty)."""
     if world is None:
         return World()
     if isinstance(world, World):
         return world
     if isinstance(world, dict):
-        return parse_world(yaml.safe_dump(world), policy.actions, "<world>")
+        return world_from_data(world, policy.actions)
     return load_world(world, policy.actions, bind=bind)
 
 
