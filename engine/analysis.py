@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import cached_property
 
 from dsl.ir import Atom, Rule
 from engine.program import Program
@@ -45,11 +46,19 @@ class Component:
     rules: tuple[Rule, ...]
     kind: Kind
 
-    @property
+    @cached_property
     def recursive(self) -> bool:
-        return any(
-            isinstance(b, Atom) and b.predicate in self.relations for rule in self.rules for b in rule.body
-        )
+        return bool(self.uses & self.relations)
+
+    @cached_property
+    def uses(self) -> frozenset[str]:
+        """Every relation a body of the component names."""
+        return frozenset(b.predicate for rule in self.rules for b in rule.body if isinstance(b, Atom))
+
+    @cached_property
+    def negated(self) -> frozenset[str]:
+        """The relations the component negates."""
+        return frozenset(b.predicate for r in self.rules for b in r.body if isinstance(b, Atom) and b.negated)
 
 
 @dataclass(frozen=True)

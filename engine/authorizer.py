@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import gc
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 
 from dsl.check import ancestor_types
 from dsl.errors import PrivilogError, did_you_mean
@@ -24,10 +25,13 @@ from engine.inventory import Inventory
 from engine.program import Program, Row, compile_policy
 from engine.world import Grant, World
 
+Decider = Callable[[str, str, Mapping[str, str]], bool]  # principal, entity, arguments -> allowed
+
 TRUE_WORDS = {"true", "yes", "1", "on"}
 FALSE_WORDS = {"false", "no", "0", "off", ""}
 MAX_FIXES = 8
 ID_CACHE = 1 << 20  # parsed ids kept, at most
+_NO_ARGS: Mapping[str, str] = MappingProxyType({})
 
 
 class RequestError(PrivilogError):
@@ -65,6 +69,7 @@ class Authorizer:
         self._entities: dict[str, EntityId] = {}  # ids parsed once (valid ones only)
         self._principals: set[str] = set()
         self._counter = itertools.count()
+        self._deciders: dict[str, Decider | None] = {}
         self.refresh()
 
     # ---- world ---------------------------------------------------------------------
@@ -277,33 +282,42 @@ class Authorizer:
                 self.backend.remove(relation, rows)
         return ids, answers
 
+    def _decider(self, operation: str) -> Decider | None:
+        """The backend's decision plan for ``operation``, if it compiles one."""
+        try:
+            return self._deciders[operation]
+        except KeyError:
+            make = getattr(self.backend, "decider", None)
+            found = self._deciders[operation] = make(operation) if make is not None else None
+            return found
+
     def decide(self, request: Request) -> bool:
         """Allow (True) or deny, without building the proof or the unmet requirements."""
-        fast = getattr(self.backend, "decide", None)
-        if fast is None:
+        plan = self._decider(request.operation)
+        if plan is None:
             _, answers = self._evaluate([request], ("allowed",))
             return bool(answers["allowed"])
-        if self.inventory.exists(request.entity):  # then so does everything enclosing it
-            answer: bool | None = fast(request)
-            if answer is not None:
-                return answer
-            _, answers = self._evaluate([request], ("allowed",))
-            return bool(answers["allowed"])
-        chain = (request.entity, *request.entity.ancestors(self.world.instance))
+        entity = request.entity
+        if self.inventory.exists(entity):  # then so does everything enclosing it
+            return plan(request.principal, str(entity), dict(request.args))
+        chain = (entity, *entity.ancestors(self.world.instance))
         absent = self.inventory.facts([e for e in chain if not self.inventory.exists(e)])
-        for relation, rows in absent.items():  # a create: the entity's place, for this decision only
+        assume = getattr(self.backend, "assume", None)
+        if assume is not None:  # a create: the entity's place, for this decision only
+            changes = assume(absent)
+            try:
+                return plan(request.principal, str(entity), dict(request.args))
+            finally:
+                self.backend.retract(changes)  # type: ignore[attr-defined]
+        for relation, rows in absent.items():
             if rows:
                 self.backend.add(relation, rows)
         try:
-            answer = fast(request)
+            return plan(request.principal, str(entity), dict(request.args))
         finally:
             for relation, rows in absent.items():
                 if rows:
                     self.backend.remove(relation, rows)
-        if answer is None:
-            _, answers = self._evaluate([request], ("allowed",))
-            return bool(answers["allowed"])
-        return answer
 
     def allows(
         self, principal: str, operation: str, entity: str | EntityId, args: Mapping[str, object] | None = None
@@ -312,6 +326,15 @@ class Authorizer:
 
         Raises RequestError for a request that is not well formed (never an allow).
         """
+        if not args and principal in self._principals and entity.__class__ is str:
+            # the common case, without building a Request: a principal and an entity seen
+            # (and checked) before, on an existing entity of the operation's type
+            op = self._operations.get(operation)  # type: ignore[call-overload]
+            known = self._entities.get(entity)
+            if op is not None and known is not None and known.type == op.entity_type and self.inventory.exists(known):
+                plan = self._decider(operation)
+                if plan is not None:
+                    return plan(principal, entity, _NO_ARGS)
         return self.decide(self.request(principal, operation, entity, args))
 
     def check(self, request: Request) -> Decision:

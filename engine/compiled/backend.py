@@ -14,12 +14,12 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from engine.analysis import Analysis, Kind, analyse
-from engine.compiled.evaluate import Evaluator, Store
+from engine.compiled.evaluate import Changes, Evaluator, Store
 from engine.compiled.relation import Relation
 from engine.program import Program, Row
 
 if TYPE_CHECKING:
-    from engine.compiled.specialize import DecisionPlans
+    from engine.compiled.specialize import Decider, DecisionPlans
     from engine.decision import Request
 
 
@@ -61,6 +61,24 @@ class CompiledBackend:
             self._maintained, {relation: added} if added else {}, {relation: removed} if removed else {}
         )
 
+    def assume(self, added: Mapping[str, set[Row]]) -> Changes:
+        """Add base facts for a moment (a create's entity, placed for one decision).
+
+        Returns every change it made, derived relations included, for :meth:`retract`,
+        which puts each relation back as it was row for row: cheaper than deleting the
+        facts again, which would rederive what they supported.
+        """
+        self._answers = None
+        return self.evaluator.update(self._maintained, added, {})
+
+    def retract(self, changes: Changes) -> None:
+        """Undo what :meth:`assume` did."""
+        self._answers = None
+        for name, rows in changes.added.items():
+            self.evaluator.relation(name).remove(rows)
+        for name, rows in changes.removed.items():
+            self.evaluator.relation(name).add(rows)
+
     def query(self, relation: str, bound: Mapping[int, str] | None = None) -> set[Row]:
         source = self._relation(relation)
         if not bound:
@@ -84,14 +102,19 @@ class CompiledBackend:
 
     # ---- deciding without explaining ------------------------------------------------------
 
-    def decide(self, request: Request) -> bool | None:
-        """Allow or deny from the decision plan, for a request whose entity exists (see
-        ``Authorizer.decide``); None when the policy's request rules recurse (no plan)."""
+    def _plans(self) -> DecisionPlans:
         if self._decisions is None:
             from engine.compiled.specialize import DecisionPlans
 
             self._decisions = DecisionPlans(self.program, self.analysis, self.evaluator, self._maintained)
-        if not self._decisions.available:
-            return None
-        self._answers = None
-        return self._decisions.decide(request)
+        return self._decisions
+
+    def decider(self, operation: str) -> Decider | None:
+        """The decision plan of ``operation`` (``decide(principal, entity, args)``), for requests
+        whose entity exists (see ``Authorizer.decide``); None when it has none."""
+        return self._plans().decider(operation)
+
+    def decide(self, request: Request) -> bool | None:
+        """Allow or deny from the decision plan, for a request whose entity exists; None when
+        its operation has no plan (the generic evaluator decides it)."""
+        return self._plans().decide(request)

@@ -183,14 +183,14 @@ class Evaluator:
         for name, rows in added.items():
             changes.note(name, self.relation(name).add(rows), set())
         for component in components:
-            if not changes.touches(_uses(component)):
+            if not changes.touches(component.uses):
                 continue
-            if changes.touches(_negated(component)):
+            if changes.touches(component.negated):
                 self._recompute(component, changes)
                 continue
-            if changes.touches(n for n in _uses(component) if n in changes.removed):
+            if changes.touches(n for n in component.uses if n in changes.removed):
                 self._delete(component, changes)
-            if any(n in changes.added for n in _uses(component)):
+            if any(n in changes.added for n in component.uses):
                 self._insert(component, changes)
         return changes
 
@@ -207,7 +207,7 @@ class Evaluator:
         frontier = {
             name: Relation(name, self.arity[name], rows)
             for name, rows in changes.added.items()
-            if name in _uses(component) and name not in component.relations
+            if name in component.uses and name not in component.relations
         }
         while frontier:
             found: dict[str, list[Row]] = {}
@@ -234,7 +234,7 @@ class Evaluator:
         plans = self.rules(component)
         n_gone = {name: Relation(name, self.arity[name], rows) for name, rows in changes.removed.items()}
         frontier = {
-            name: gone for name, gone in n_gone.items() if name in _uses(component) and name not in component.relations
+            name: gone for name, gone in n_gone.items() if name in component.uses and name not in component.relations
         }
         doomed: dict[str, set[Row]] = {name: set() for name in component.relations}
         empty: dict[str, Relation] = {}
@@ -300,11 +300,3 @@ class Evaluator:
                     self.relation(name).add(back_rows)
                     back.setdefault(name, set()).update(back_rows)
         return back
-
-
-def _uses(component: Component) -> set[str]:
-    return {b.predicate for r in component.rules for b in r.body if isinstance(b, Atom)}
-
-
-def _negated(component: Component) -> set[str]:
-    return {b.predicate for r in component.rules for b in r.body if isinstance(b, Atom) and b.negated}

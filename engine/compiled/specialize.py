@@ -1,29 +1,39 @@
-"""Decision plans: ``allowed`` compiled top-down, demand-driven, into Python functions.
+"""Decision plans: ``allowed`` unfolded for one operation and compiled to Python functions.
 
-The request-derived rules are compiled for the one request being decided, in
-the spirit of magic sets: each request-derived relation, asked with some of its
-columns bound (an *adornment*), becomes a function of those columns that
-either answers whether a row exists or returns the rows' other columns. The
-request's own facts sit in the (tiny) ``request`` and ``request_arg`` relations
-for the call; the static facts (``requires``, ``guard``, ...) and the
-world-derived relations are read through their indexes. Nothing is evaluated
-that the request cannot reach, and no proof is built.
+A decision plan answers allow or deny for one operation from the request's
+principal, entity and arguments, reading only the materialized relations. It
+is built in three steps, in the spirit of magic sets (nothing is evaluated that
+the request cannot reach):
 
-Where a rule asks only whether some rows of world-derived relations join
-(``holds(P, A, D, _), ancestor(D, E)`` for "any privilege on the entity or
-inside it"), that join becomes a world-derived relation of its own, over the
-columns the request binds, materialized and maintained with the others: the
-question costs one lookup however many grants or descendants there are.
+1. **Specialize** (:func:`specialize`): the request-derived rules, with the
+   operation put in and every positive literal over a static relation
+   (``requires``, ``guard``, ``operation``, ...) replaced by the rows it matches.
+2. **Unfold** (:class:`_Unfolder`): ``allowed`` is rewritten, by resolution, into
+   conjunctions over world-derived and base relations only. The request becomes
+   three values bound on entry (the principal, the entity, the arguments), so
+   ``request(R, P, O, E)`` disappears, ``request_arg`` is a dict lookup, and the
+   requirement ids, actions and scopes are constants. A negated request-derived
+   literal (``not denied(R)``) becomes a call of a function unfolded the same way.
+3. **Compile** (:class:`_Writer`): each conjunction becomes nested loops over hash
+   indexes, joined in the order the relations' sizes suggest, with ``return True``
+   at the innermost point. Where a conjunction only asks whether some rows of
+   world relations join (``holds(P, A, D, _), ancestor(D, E)`` for "any privilege on
+   the entity or inside it"), the join becomes a world-derived relation of its own
+   over the columns the request binds, materialized and maintained with the others:
+   one lookup however many grants or descendants there are.
 
-Recursive request-derived rules are not compiled: those policies decide
-through the generic evaluator (``DecisionPlans.available`` is False).
+No text from a policy becomes Python source: variables get generated names,
+constants are read from a tuple, relations from a tuple of sources.
+
+Recursive request-derived rules, a negated ``request``, or an unfolding that grows
+past :data:`MAX_CONJUNCTIONS` are not compiled: those operations are decided by the
+generic evaluator (:meth:`DecisionPlans.decider` answers None).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from itertools import chain
+from collections.abc import Callable, Iterable, Mapping
+from itertools import count, islice
 from typing import TYPE_CHECKING, Any
 
 from dsl.ir import Atom, Comparison, Const, Literal, Rule, Term, Var
@@ -35,53 +45,19 @@ from engine.program import Program
 if TYPE_CHECKING:
     from engine.decision import Request
 
-REQUEST_ID = "\x00decide"  # never an id the authorizer gives a request (r0, r1, ...)
-SMALL = ("request", "request_arg")
+REQUEST_ID = "\x00decide"  # the one request a plan decides; never an id the authorizer gives (r0, r1, ...)
+PRINCIPAL = "\x00p"  # variable names no policy can write: the request's principal,
+ENTITY = "\x00e"  # and its entity, bound on entry
+ARG = "request_arg"
+SAMPLE = 4096  # rows looked at to guess how selective a lookup is
+MAX_CONJUNCTIONS = 4096  # an unfolding larger than this is left to the generic evaluator
+
+Decider = Callable[[str, str, Mapping[str, str]], bool]
+Conjunction = tuple[Literal, ...]
 
 
-@dataclass(frozen=True)
-class Call:
-    """A request-derived relation asked with the columns in ``bound`` given."""
-
-    relation: str
-    bound: tuple[bool, ...]
-    exists: bool  # True: answer whether a row exists; False: return the free columns' values
-    fixed: tuple[tuple[int, str], ...] = ()  # bound columns whose value is known when compiling
-
-    @property
-    def name(self) -> str:
-        fixed = dict(self.fixed)
-        mask = "".join("c" if i in fixed else "b" if b else "f" for i, b in enumerate(self.bound))
-        return f"{'e' if self.exists else 's'}_{mask}"
-
-
-class _Source:
-    """The text of one module of generated functions, with its constants and relations."""
-
-    def __init__(self) -> None:
-        self.constants: list[str] = []
-        self.relations: list[str] = []
-        self.prologue: list[str] = []
-        self.functions: list[list[str]] = []
-        self.names: dict[Call, str] = {}
-        self.readers: dict[tuple[str, tuple[int, ...]], str] = {}
-
-    def const(self, value: str) -> str:
-        self.constants.append(value)
-        return f"K[{len(self.constants) - 1}]"
-
-    def reader(self, relation: str, columns: tuple[int, ...], arity: int) -> str:
-        """The local name of a relation's index on ``columns`` (its row set when none or all)."""
-        whole = not columns or len(columns) == arity
-        key = (relation, () if whole else columns)
-        if key not in self.readers:
-            if relation not in self.relations:
-                self.relations.append(relation)
-            name = f"x{len(self.readers)}"
-            slot = self.relations.index(relation)
-            self.prologue.append(f"{name} = S[{slot}].rows" if whole else f"{name} = S[{slot}].index({columns!r})")
-            self.readers[key] = name
-        return self.readers[key]
+class NotCompiled(Exception):
+    """This operation's rules are outside what the plans compile; the generic evaluator decides it."""
 
 
 class DecisionPlans:
@@ -93,83 +69,92 @@ class DecisionPlans:
         self.evaluator = evaluator
         self.maintained = maintained
         requested = analysis.of_kind(Kind.REQUEST)
-        self.available = not any(c.recursive for c in requested)
-        self._generic = [r for c in requested for r in c.rules]
-        self._rules: dict[str, list[Rule]] = {}
+        generic = [r for c in requested for r in c.rules]
+        self._recursive = any(c.recursive for c in requested) or not any(r.head.predicate == "allowed" for r in generic)
+        self._generic = generic
         self._aux: dict[str, str] = {}
-        self._decide: dict[str, Callable[[str], bool]] = {}
-        self.available = self.available and any(r.head.predicate == "allowed" for r in self._generic)
-        self._request = evaluator.relation("request")
-        self._arg = evaluator.relation("request_arg")
+        self._deciders: dict[str, Decider | None] = {}
 
-    def decide(self, request: Request) -> bool:
-        """Allow or deny ``request``; its entity and everything enclosing it exist."""
-        decide = self._decide.get(request.operation)
+    def decider(self, operation: str) -> Decider | None:
+        """The plan of ``operation``: ``decide(principal, entity, args)``; None when it has none.
+
+        The entity and everything enclosing it must exist when the plan runs (a create
+        places the new entity first: ``Authorizer.decide``).
+        """
+        if operation in self._deciders:
+            return self._deciders[operation]
+        found: Decider | None = None
+        if not self._recursive:
+            try:
+                found = self._compile(operation)
+            except NotCompiled:
+                found = None
+        self._deciders[operation] = found
+        return found
+
+    def decide(self, request: Request) -> bool | None:
+        """Allow or deny ``request``, or None when its operation has no plan."""
+        decide = self.decider(request.operation)
         if decide is None:
-            decide = self._decide[request.operation] = self._compile(request.operation)
-        row = (REQUEST_ID, request.principal, request.operation, str(request.entity))
-        args = [(REQUEST_ID, name, value) for name, value in request.args]
-        self._request.add((row,))
-        if args:
-            self._arg.add(args)
-        try:
-            return decide(REQUEST_ID)
-        finally:
-            self._request.remove((row,))
-            if args:
-                self._arg.remove(args)
+            return None
+        return decide(request.principal, str(request.entity), dict(request.args))
 
     # ---- compiling ---------------------------------------------------------------------
 
-    def _compile(self, operation: str) -> Callable[[str], bool]:
-        self._rules = {}
+    def kind(self, relation: str) -> Kind:
+        return self.analysis.kinds.get(relation, Kind.STATIC)
+
+    def _compile(self, operation: str) -> Decider:
         static = {name for name, kind in self.analysis.kinds.items() if kind is Kind.STATIC}
+        rules: dict[str, list[Rule]] = {}
         for rule in specialize(self._generic, operation, self.static_rows, static):
-            self._rules.setdefault(rule.head.predicate, []).append(rule)
-        source = _Source()
-        todo = [Call("allowed", (True,), True)]
-        while todo:
-            call = todo.pop()
-            if call in source.names:
-                continue
-            source.names[call] = f"f{len(source.names)}_{call.name}"
-            source.functions.append(self._function(call, source, todo))
+            rules.setdefault(rule.head.predicate, []).append(rule)
+        derived = frozenset(n for n, k in self.analysis.kinds.items() if k is Kind.REQUEST and n != ARG)
+        unfolder = _Unfolder(rules, derived | {"request"}, operation)
+        module = _Module(self, unfolder)
+        top = module.function(Atom("allowed", (Const(REQUEST_ID),)), ())
         text = "\n".join(
-            ["def make(S, K, E, chain):"]
-            + ["    " + line for line in source.prologue]
-            + ["    " + line for function in source.functions for line in function]
-            + [f"    return {source.names[Call('allowed', (True,), True)]}"]
+            ["def make(S, K, E):"]
+            + ["    " + line for line in module.prologue]
+            + ["    " + line for function in module.functions for line in function]
+            + [f"    return {top}"]
         )
         namespace: dict[str, Any] = {}
         exec(compile(text, "<privilog decision plan>", "exec"), namespace)
-        relations = [self.evaluator.relation(name) for name in source.relations]
-        decide: Callable[[str], bool] = namespace["make"](relations, tuple(source.constants), EMPTY, chain)
+        relations = [self.evaluator.relation(name) for name in module.relations]
+        decide: Decider = namespace["make"](relations, tuple(module.constants), EMPTY)
         return decide
 
     def static_rows(self, relation: str) -> set[tuple[str, ...]]:
         return self.evaluator.relation(relation).rows
 
-    def _function(self, call: Call, source: _Source, todo: list[Call]) -> list[str]:
-        fixed = dict(call.fixed)
-        params = [f"a{i}" for i, b in enumerate(call.bound) if b and i not in fixed]
-        lines = [f"def {source.names[call]}({', '.join(params)}):"]
-        if not call.exists:
-            lines.append("    out = set()")
-        for rule in self._rules.get(call.relation, []):
-            bound = _fix(rule, fixed)
-            if bound is not None:
-                lines += _RuleWriter(self, source, todo, bound, call).write()
-        lines.append("    return False" if call.exists else "    return out")
-        return lines
+    def estimate(self, relation: str, columns: tuple[int, ...]) -> float:
+        """Rows of ``relation`` expected for one lookup with ``columns`` bound, as it is now.
 
-    def kind(self, relation: str) -> Kind:
-        return self.analysis.kinds.get(relation, Kind.STATIC)
+        From the index on ``columns`` when there is one; else from a sample of rows, so
+        that weighing a join order builds no index that the plan will not use.
+        """
+        source = self.evaluator.relation(relation)
+        rows = len(source.rows)
+        if not rows:
+            return 0.5  # empty now; it may not stay so
+        if not columns:
+            return float(rows)
+        if len(columns) == source.arity:
+            return 0.0
+        found = source.indexes.get(columns)
+        if found is not None:
+            return rows / max(len(found[1]), 1)
+        sample = list(islice(source.rows, SAMPLE))
+        keys = len({tuple(row[c] for c in columns) for row in sample})
+        if keys * 10 < len(sample):  # few distinct keys (an action, a type): each has a share of all rows
+            return rows / keys
+        return len(sample) / keys
 
     def aux(self, atoms: list[Atom], columns: list[str]) -> Atom:
         """A world-derived relation holding the join of ``atoms`` over ``columns``, kept current."""
         head_vars = tuple(Var(c) for c in columns)
-        rule = Rule(Atom("aux", head_vars), tuple(atoms))
-        key = _canonical(rule)
+        key = _canonical(Rule(Atom("aux", head_vars), tuple(atoms)))
         name = self._aux.get(key)
         if name is None:
             name = self._aux[key] = f"_join{len(self._aux)}"
@@ -182,6 +167,406 @@ class DecisionPlans:
         return Atom(name, head_vars)
 
 
+# ---- unfolding -------------------------------------------------------------------------
+
+
+def _walk(term: Term, theta: dict[str, Term]) -> Term:
+    while isinstance(term, Var) and term.name in theta:
+        term = theta[term.name]
+    return term
+
+
+def _unify(a: Term, b: Term, theta: dict[str, Term], rigid: frozenset[str], checks: list[Literal]) -> bool:
+    """Unify two terms under ``theta``. A rigid variable (bound when the plan runs) is never
+    bound here: equating it with a constant or another rigid variable adds a runtime check."""
+    a, b = _walk(a, theta), _walk(b, theta)
+    if a == b:
+        return True
+    if isinstance(a, Var) and a.name not in rigid:
+        theta[a.name] = b
+        return True
+    if isinstance(b, Var) and b.name not in rigid:
+        theta[b.name] = a
+        return True
+    if isinstance(a, Const) and isinstance(b, Const):
+        return False
+    checks.append(Comparison(a, "==", b))
+    return True
+
+
+def _resolve(literal: Literal, theta: dict[str, Term]) -> Literal:
+    if isinstance(literal, Atom):
+        return Atom(literal.predicate, tuple(_walk(t, theta) for t in literal.terms), literal.negated)
+    return Comparison(_walk(literal.left, theta), literal.operator, _walk(literal.right, theta))
+
+
+class _Unfolder:
+    """Rewrites a request-derived goal into conjunctions over world, base and static relations."""
+
+    def __init__(self, rules: dict[str, list[Rule]], derived: frozenset[str], operation: str):
+        self.rules = rules
+        self.derived_relations = derived  # request-derived, ``request`` included (some may have no rule left)
+        self.operation = operation
+        self._fresh = count()
+
+    def _rename(self, rule: Rule) -> Rule:
+        names: dict[str, Term] = {}
+        for literal in (rule.head, *rule.body):
+            for name in literal.variables if isinstance(literal, Comparison) else _all_vars(literal):
+                if name not in names:
+                    names[name] = Var(f"\x01{next(self._fresh)}")
+        return Rule(
+            _resolve(rule.head, names),  # type: ignore[arg-type]
+            tuple(_resolve(b, names) for b in rule.body),
+        )
+
+    def derived(self, literal: Literal) -> bool:
+        return isinstance(literal, Atom) and literal.predicate in self.derived_relations
+
+    def conjunctions(self, goal: Atom, rigid: frozenset[str]) -> list[Conjunction]:
+        """The ways ``goal`` holds, each a conjunction with no positive request-derived literal."""
+        out: list[Conjunction] = []
+        work: list[tuple[list[Literal], dict[str, Term]]] = [([goal], {})]
+        while work:
+            body, theta = work.pop()
+            position = next(
+                (i for i, b in enumerate(body) if self.derived(b) and not b.negated),  # type: ignore[union-attr]
+                None,
+            )
+            if position is None:
+                done = self._finish(body, theta)
+                if done is not None:
+                    out.append(done)
+                    if len(out) > MAX_CONJUNCTIONS:
+                        raise NotCompiled
+                continue
+            atom = body[position]
+            assert isinstance(atom, Atom)
+            rest = body[:position] + body[position + 1 :]
+            if atom.predicate == "request":
+                heads: Iterable[tuple[tuple[Term, ...], tuple[Literal, ...]]] = [
+                    ((Const(REQUEST_ID), Var(PRINCIPAL), Const(self.operation), Var(ENTITY)), ())
+                ]
+            else:
+                heads = [(r.head.terms, r.body) for r in map(self._rename, self.rules.get(atom.predicate, []))]
+            for terms, rule_body in heads:
+                unified = dict(theta)
+                checks: list[Literal] = []
+                if all(_unify(h, t, unified, rigid, checks) for h, t in zip(terms, atom.terms, strict=True)):
+                    work.append((rest + list(rule_body) + checks, unified))
+        out.reverse()  # in the rules' order
+        return out
+
+    def _finish(self, body: list[Literal], theta: dict[str, Term]) -> Conjunction | None:
+        """Resolve the body; decide ground comparisons; None when one fails."""
+        out: list[Literal] = []
+        for literal in body:
+            resolved = _resolve(literal, theta)
+            if isinstance(resolved, Comparison):
+                if isinstance(resolved.left, Const) and isinstance(resolved.right, Const):
+                    if not _compare(resolved.left.value, resolved.operator, resolved.right.value):
+                        return None
+                    continue
+            elif resolved.predicate == "request":
+                raise NotCompiled  # a negated request: left to the generic evaluator
+            elif resolved.predicate == ARG:
+                if resolved.terms[0] != Const(REQUEST_ID):
+                    if isinstance(resolved.terms[0], Const):
+                        if resolved.negated:
+                            continue
+                        return None  # another request's argument: there is only this one
+                    raise NotCompiled
+                resolved = Atom(ARG, resolved.terms[1:], resolved.negated)
+            if resolved not in out:
+                out.append(resolved)
+        return tuple(out)
+
+
+def _all_vars(atom: Atom) -> list[str]:
+    return [t.name for t in atom.terms if isinstance(t, Var)]
+
+
+# ---- code ------------------------------------------------------------------------------
+
+
+class _Module:
+    """The generated functions of one operation's plan, with their constants and relations."""
+
+    def __init__(self, plans: DecisionPlans, unfolder: _Unfolder):
+        self.plans = plans
+        self.unfolder = unfolder
+        self.constants: list[str] = []
+        self._constant_names: dict[str, str] = {}
+        self.relations: list[str] = []
+        self.prologue: list[str] = []
+        self.functions: list[list[str]] = []
+        self._readers: dict[tuple[str, tuple[int, ...]], str] = {}
+        self._names: dict[tuple[object, ...], str] = {}
+
+    def const(self, value: str) -> str:
+        name = self._constant_names.get(value)
+        if name is None:
+            name = self._constant_names[value] = f"c{len(self.constants)}"
+            self.prologue.append(f"{name} = K[{len(self.constants)}]")
+            self.constants.append(value)
+        return name
+
+    def reader(self, relation: str, columns: tuple[int, ...], arity: int) -> str:
+        """The local name of a relation's index on ``columns`` (its row set when none or all)."""
+        whole = not columns or len(columns) == arity
+        key = (relation, () if whole else columns)
+        if key not in self._readers:
+            if relation not in self.relations:
+                self.relations.append(relation)
+            name = f"x{len(self._readers)}"
+            slot = self.relations.index(relation)
+            self.prologue.append(f"{name} = S[{slot}].rows" if whole else f"{name} = S[{slot}].index({columns!r})")
+            self._readers[key] = name
+        return self._readers[key]
+
+    def function(self, goal: Atom, params: tuple[str, ...]) -> str:
+        """The name of the function answering whether ``goal`` holds; ``params`` are the
+        variables of ``goal`` the caller passes (after the principal, entity and arguments)."""
+        pattern = tuple(
+            ("p", params.index(t.name)) if isinstance(t, Var) and t.name in params else t for t in goal.terms
+        )
+        key = (goal.predicate, pattern)
+        name = self._names.get(key)
+        if name is not None:
+            return name
+        name = self._names[key] = f"f{len(self._names)}"
+        rigid = frozenset((PRINCIPAL, ENTITY, *params))
+        lines = [f"def {name}({', '.join(['p', 'e', 'g', *(f'a{i}' for i in range(len(params)))])}):"]
+        for conjunction in self.unfolder.conjunctions(Atom(goal.predicate, goal.terms), rigid):
+            names = {PRINCIPAL: "p", ENTITY: "e", **{v: f"a{i}" for i, v in enumerate(params)}}
+            lines += _Writer(self, names).conjunction(conjunction)
+        lines.append("    return False")
+        self.functions.append(lines)
+        return name
+
+
+class _Writer:
+    """Nested loops for one conjunction, at the top of a function: ``return True`` when it holds."""
+
+    def __init__(self, module: _Module, names: dict[str, str]):
+        self.module = module
+        self.plans = module.plans
+        self.names = dict(names)  # variable -> Python name, for the variables bound so far
+        self.lines: list[str] = []
+        self.depth = 1
+        self.counter = 0
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def open(self, text: str) -> None:
+        self.line(text)
+        self.depth += 1
+
+    def term(self, t: Term) -> str:
+        return self.module.const(t.value) if isinstance(t, Const) else self.names[t.name]
+
+    def fresh(self, variable: str) -> str:
+        self.counter += 1
+        self.names[variable] = f"v{self.counter}"
+        return self.names[variable]
+
+    def bound(self, t: Term) -> bool:
+        return isinstance(t, Const) or t.name in self.names
+
+    def conjunction(self, body: Conjunction) -> list[str]:
+        body = self._factored(list(body))
+        positives = [b for b in body if isinstance(b, Atom) and not b.negated]
+        filters = [b for b in body if b not in positives]
+        mentioned = set(self.names) | {v for b in positives for v in b.variables}
+        for f in filters:
+            if isinstance(f, Comparison) and not set(f.variables) <= mentioned:
+                raise NotCompiled  # dsl.check's safety pass rules this out
+        calls = self.module.unfolder.derived_relations
+
+        def place(with_calls: bool) -> None:
+            for f in list(filters):
+                is_call = isinstance(f, Atom) and f.predicate in calls
+                if (with_calls or not is_call) and all(v in self.names for v in f.variables if v in mentioned):
+                    filters.remove(f)
+                    self._filter(f)
+
+        while True:
+            place(with_calls=False)  # tests first, then lookups that bind nothing, then calls
+            if positives:
+                best = min(positives, key=self._cost)
+                if self._cost(best) == 0.0:
+                    positives.remove(best)
+                    self._atom(best, body)
+                    continue
+            place(with_calls=True)
+            if not positives:
+                break
+            best = min(positives, key=self._cost)
+            positives.remove(best)
+            self._atom(best, body)
+        if filters:
+            raise NotCompiled  # a negation or comparison with a variable nothing binds
+        self.line("return True")
+        return self.lines
+
+    # which literals the request binds, and which only world relations join on
+    def _factored(self, body: list[Literal]) -> list[Literal]:
+        world = [b for b in body if isinstance(b, Atom) and not b.negated and self._joinable(b)]
+        outside = set(self.names)
+        for literal in body:
+            if literal not in world:
+                outside |= set(literal.variables)
+        groups: list[tuple[list[Atom], set[str]]] = []
+        for atom in world:
+            local = {v for v in atom.variables if v not in outside}
+            joined = [g for g in groups if g[1] & local]
+            atoms, variables = [atom], set(local)
+            for g in joined:
+                groups.remove(g)
+                atoms = g[0] + atoms
+                variables |= g[1]
+            groups.append((atoms, variables))
+        out = list(body)
+        for atoms, local in groups:
+            columns = sorted({v for a in atoms for v in a.variables} - local)
+            if len(atoms) > 1 and local and columns:
+                out = [b for b in out if b not in atoms]
+                out.append(self.plans.aux(atoms, columns))
+        return out
+
+    def _joinable(self, atom: Atom) -> bool:
+        return self.plans.kind(atom.predicate) in (Kind.WORLD, Kind.BASE)
+
+    def _columns(self, atom: Atom) -> tuple[int, ...]:
+        return tuple(i for i, t in enumerate(atom.terms) if self.bound(t))
+
+    def _cost(self, atom: Atom) -> float:
+        columns = self._columns(atom)
+        if atom.predicate == ARG:
+            return 0.0 if columns else 2.0
+        return self.plans.estimate(atom.predicate, columns)
+
+    def _needed(self, atom: Atom, body: list[Literal]) -> set[str]:
+        """The variables of ``atom`` used by another literal, or twice in it."""
+        others: set[str] = set()
+        for literal in body:
+            if literal is not atom:
+                others |= set(literal.variables)
+        names = [t.name for t in atom.terms if isinstance(t, Var)]
+        return others | {n for n in names if names.count(n) > 1}
+
+    def _bind(self, atom: Atom, row: str, positions: list[int], needed: set[str]) -> None:
+        """Name the unbound variables of ``atom`` from ``row`` at ``positions``."""
+        seen: dict[str, int] = {}
+        checks = []
+        for position in positions:
+            term = atom.terms[position]
+            assert isinstance(term, Var)
+            if term.name in seen:
+                checks.append(f"{row}[{position}] == {row}[{seen[term.name]}]")
+                continue
+            seen[term.name] = position
+            if term.name in needed:
+                self.line(f"{self.fresh(term.name)} = {row}[{position}]")
+        if checks:
+            self.open(f"if {' and '.join(checks)}:")
+
+    def _atom(self, atom: Atom, body: list[Literal]) -> None:
+        if atom.predicate == ARG:
+            self._argument(atom, body)
+            return
+        columns = self._columns(atom)
+        arity = len(atom.terms)
+        reader = self.module.reader(atom.predicate, columns, arity)
+        key = self._key(atom, columns)
+        if len(columns) == arity:
+            self.open(f"if {key} in {reader}:")
+            return
+        free = [i for i in range(arity) if i not in columns]
+        needed = self._needed(atom, body)
+        rows = f"{reader}.get({key}, E)" if columns else reader
+        if not any(atom.terms[i].name in needed for i in free):  # type: ignore[union-attr]
+            self.open(f"if {rows}:")
+            return
+        self.counter += 1
+        row = f"t{self.counter}"
+        self.open(f"for {row} in {rows}:")
+        self._bind(atom, row, free, needed)
+
+    def _argument(self, atom: Atom, body: list[Literal]) -> None:
+        """``request_arg(N, T)``: the request's argument N is T (a dict lookup)."""
+        name, value = atom.terms
+        self.counter += 1
+        found = f"v{self.counter}"
+        if not self.bound(name):
+            self.open(f"for n{self.counter}, {found} in g.items():")
+            self.names[name.name] = f"n{self.counter}"  # type: ignore[union-attr]
+        else:
+            self.line(f"{found} = g.get({self.term(name)})")
+            self.open(f"if {found} is not None:")
+        if self.bound(value):
+            self.open(f"if {found} == {self.term(value)}:")
+        elif isinstance(value, Var):
+            self.names[value.name] = found
+
+    def _key(self, atom: Atom, columns: tuple[int, ...]) -> str:
+        parts = [self.term(atom.terms[c]) for c in columns]
+        if len(parts) == 1 and len(columns) < len(atom.terms):
+            return parts[0]
+        return "(" + ", ".join(parts) + ",)"
+
+    def _filter(self, literal: Literal) -> None:
+        if isinstance(literal, Comparison):
+            op = OPERATORS[literal.operator]
+            self.open(f"if {self.term(literal.left)} {op} {self.term(literal.right)}:")
+            return
+        if literal.predicate == ARG:
+            name, value = literal.terms
+            if not self.bound(name):
+                raise NotCompiled
+            test = "is None" if not self.bound(value) else f"!= {self.term(value)}"
+            self.open(f"if g.get({self.term(name)}) {test}:")
+            return
+        if literal.predicate in self.module.unfolder.derived_relations:
+            # variables bound here are passed; any other is existential inside the call
+            params = tuple(
+                dict.fromkeys(v for v in literal.variables if v in self.names and v not in (PRINCIPAL, ENTITY))
+            )
+            function = self.module.function(literal, params)
+            passed = ", ".join(["p", "e", "g", *(self.names[v] for v in params)])
+            self.open(f"if not {function}({passed}):")
+            return
+        columns = self._columns(literal)
+        arity = len(literal.terms)
+        reader = self.module.reader(literal.predicate, columns, arity)
+        repeated = _repeated_free(literal, columns)
+        key = self._key(literal, columns)
+        if repeated:
+            rows = f"{reader}.get({key}, E)" if columns else reader
+            self.open(f"if not any({' and '.join(repeated)} for t in {rows}):")
+        elif len(columns) == arity:
+            self.open(f"if {key} not in {reader}:")
+        elif columns:
+            self.open(f"if not {reader}.get({key}):")
+        else:
+            self.open(f"if not {reader}:")
+
+
+def _repeated_free(atom: Atom, columns: tuple[int, ...]) -> list[str]:
+    first: dict[str, int] = {}
+    same = []
+    for position, term in enumerate(atom.terms):
+        if position not in columns and isinstance(term, Var):
+            if term.name in first:
+                same.append(f"t[{position}] == t[{first[term.name]}]")
+            first.setdefault(term.name, position)
+    return same
+
+
+# ---- specializing ---------------------------------------------------------------------
+
+
 def _substitute(rule: Rule, values: dict[str, str]) -> Rule:
     def term(t: Term) -> Term:
         return Const(values[t.name]) if isinstance(t, Var) and t.name in values else t
@@ -192,19 +577,6 @@ def _substitute(rule: Rule, values: dict[str, str]) -> Rule:
         return Comparison(term(b.left), b.operator, term(b.right))
 
     return Rule(literal(rule.head), tuple(literal(b) for b in rule.body))  # type: ignore[arg-type]
-
-
-def _fix(rule: Rule, fixed: dict[int, str]) -> Rule | None:
-    """The rule with the head's fixed columns put in, or None when its head cannot have them."""
-    values: dict[str, str] = {}
-    for i, value in fixed.items():
-        term = rule.head.terms[i]
-        if isinstance(term, Const):
-            if term.value != value:
-                return None
-        elif values.setdefault(term.name, value) != value:
-            return None
-    return _substitute(rule, values) if values else rule
 
 
 def specialize(
@@ -295,234 +667,3 @@ def _canonical(rule: Rule) -> str:
         if isinstance(b, Atom)
     )
     return f"{head}<-{body}"
-
-
-class _RuleWriter:
-    """Nested loops for one rule of a call: unify the head with the bound columns, then join."""
-
-    def __init__(self, plans: DecisionPlans, source: _Source, todo: list[Call], rule: Rule, call: Call):
-        self.plans, self.source, self.todo, self.rule, self.call = plans, source, todo, rule, call
-        self.names: dict[str, str] = {}
-        self.lines: list[str] = []
-        self.depth = 1
-        self.counter = 0
-
-    def line(self, text: str) -> None:
-        self.lines.append("    " * self.depth + text)
-
-    def open(self, text: str) -> None:
-        self.line(text)
-        self.depth += 1
-
-    def term(self, t: Term) -> str:
-        return self.source.const(t.value) if isinstance(t, Const) else self.names[t.name]
-
-    def fresh(self, name: str) -> str:
-        self.counter += 1
-        self.names[name] = f"v{self.counter}_"
-        return self.names[name]
-
-    def write(self) -> list[str]:
-        self.open("if True:")  # each rule in its own block, so its names do not leak
-        checks = []
-        fixed = dict(self.call.fixed)
-        for i, (term, given) in enumerate(zip(self.rule.head.terms, self.call.bound, strict=True)):
-            if not given or i in fixed:
-                continue
-            if isinstance(term, Const):
-                checks.append(f"a{i} == {self.source.const(term.value)}")
-            elif term.name in self.names:
-                checks.append(f"a{i} == {self.names[term.name]}")
-            else:
-                self.names[term.name] = f"a{i}"
-        if checks:
-            self.open(f"if {' and '.join(checks)}:")
-        body = self._factored(list(self.rule.body))
-        self._join(body)
-        if self.call.exists:
-            self.line("return True")
-        else:
-            free = [t for t, given in zip(self.rule.head.terms, self.call.bound, strict=True) if not given]
-            self.line(f"out.add(({''.join(self.term(t) + ', ' for t in free)}))")
-        return self.lines
-
-    # which literals the head binds, and which only the world relations join on
-    def _factored(self, body: list[Literal]) -> list[Literal]:
-        if not self.call.exists:
-            return body
-        outside = set(self.names)
-        for literal in body:
-            if not (isinstance(literal, Atom) and not literal.negated and self._joinable(literal)):
-                outside |= set(literal.variables)
-        world = [b for b in body if isinstance(b, Atom) and not b.negated and self._joinable(b)]
-        groups: list[tuple[list[Atom], set[str]]] = []
-        for atom in world:
-            local = {v for v in atom.variables if v not in outside}
-            joined = [g for g in groups if g[1] & local]
-            merged_atoms, merged_vars = [atom], set(local)
-            for g in joined:
-                groups.remove(g)
-                merged_atoms = g[0] + merged_atoms
-                merged_vars |= g[1]
-            groups.append((merged_atoms, merged_vars))
-        out = [b for b in body if not any(b in g[0] for g in groups if len(g[0]) > 1 and g[1])]
-        for atoms, local in groups:
-            if len(atoms) > 1 and local:
-                columns = sorted({v for a in atoms for v in a.variables} - local)
-                out.append(self.plans.aux(atoms, columns))
-        return out
-
-    def _joinable(self, atom: Atom) -> bool:
-        return self.plans.kind(atom.predicate) in (Kind.WORLD, Kind.BASE)
-
-    def _rank(self, literal: Atom) -> tuple[int, int]:
-        given = sum(1 for t in literal.terms if isinstance(t, Const) or t.name in self.names)
-        whole = given == len(literal.terms)
-        kind = self.plans.kind(literal.predicate)
-        if literal.predicate in SMALL:
-            return (6, given)
-        if whole and kind is not Kind.REQUEST:
-            return (5, given)
-        if kind is Kind.STATIC:
-            return (4, given)
-        if whole:
-            return (3, given)
-        if kind is not Kind.REQUEST and given:
-            return (2, given)
-        return (1 if kind is not Kind.REQUEST else 0, given)
-
-    def _join(self, body: list[Literal]) -> None:
-        positives = [b for b in body if isinstance(b, Atom) and not b.negated]
-        filters = [b for b in body if b not in positives]
-        mentioned = {v for b in positives for v in b.variables} | set(self.names)
-
-        def place() -> None:
-            for f in list(filters):
-                if {v for v in f.variables if v in mentioned} <= set(self.names):
-                    filters.remove(f)
-                    self._filter(f)
-
-        place()
-        while positives:
-            best = max(positives, key=self._rank)
-            positives.remove(best)
-            self._atom(best)
-            place()
-        if filters:
-            raise ValueError("unsafe rule body: a negation or comparison has an unbound variable")
-
-    def _columns(self, atom: Atom) -> list[int]:
-        return [i for i, t in enumerate(atom.terms) if isinstance(t, Const) or t.name in self.names]
-
-    def _key(self, atom: Atom, columns: list[int]) -> str:
-        parts = [self.term(atom.terms[c]) for c in columns]
-        if len(parts) == 1 and len(columns) < len(atom.terms):
-            return parts[0]
-        return "(" + ", ".join(parts) + ",)"
-
-    def _bind(self, atom: Atom, row: str, positions: list[int], offsets: list[int]) -> None:
-        """Name the unbound variables of ``atom`` from ``row`` (``offsets``: where each sits)."""
-        seen: dict[str, int] = {}
-        checks = []
-        for position, offset in zip(positions, offsets, strict=True):
-            term = atom.terms[position]
-            assert isinstance(term, Var)
-            if term.name in seen:
-                checks.append(f"{row}[{offset}] == {row}[{seen[term.name]}]")
-                continue
-            seen[term.name] = offset
-            self.line(f"{self.fresh(term.name)} = {row}[{offset}]")
-        if checks:
-            self.open(f"if {' and '.join(checks)}:")
-
-    def _atom(self, atom: Atom) -> None:
-        columns = self._columns(atom)
-        free = [i for i in range(len(atom.terms)) if i not in columns]
-        if self.plans.kind(atom.predicate) is Kind.REQUEST and atom.predicate not in SMALL:
-            bound = tuple(i in columns for i in range(len(atom.terms)))
-            fixed, args = self._call_args(atom, columns)
-            needed = [i for i in free if atom.terms[i].name in self._later_vars(atom)]  # type: ignore[union-attr]
-            if not needed:
-                call = Call(atom.predicate, bound, True, fixed)
-                self.open(f"if {self._name(call)}({args}):")
-                return
-            call = Call(atom.predicate, bound, False, fixed)
-            row = f"t{self.counter}_"
-            self.counter += 1
-            self.open(f"for {row} in {self._name(call)}({args}):")
-            self._bind(atom, row, free, list(range(len(free))))
-            return
-        reader = self.source.reader(atom.predicate, tuple(columns), len(atom.terms))
-        if len(columns) == len(atom.terms):
-            self.open(f"if {self._key(atom, columns)} in {reader}:")
-            return
-        row = f"t{self.counter}_"
-        self.counter += 1
-        rows = f"{reader}.get({self._key(atom, columns)}, E)" if columns else reader
-        needed = [i for i in free if atom.terms[i].name in self._later_vars(atom)]  # type: ignore[union-attr]
-        if not needed and self.call.exists:
-            self.open(f"if {rows}:")
-            return
-        self.open(f"for {row} in {rows}:")
-        self._bind(atom, row, free, free)
-
-    def _call_args(self, atom: Atom, columns: list[int]) -> tuple[tuple[tuple[int, str], ...], str]:
-        """Constants of a call go into its compiled function; bound variables are passed."""
-        fixed = tuple((c, t.value) for c in columns if isinstance(t := atom.terms[c], Const))
-        passed = [self.term(atom.terms[c]) for c in columns if not isinstance(atom.terms[c], Const)]
-        return fixed, ", ".join(passed)
-
-    def _later_vars(self, atom: Atom) -> set[str]:
-        """Variables of ``atom`` used anywhere else in the rule (head included), or repeated in it."""
-        others = {t.name for t in self.rule.head.terms if isinstance(t, Var)} if not self.call.exists else set()
-        for literal in self.rule.body:
-            if literal is not atom:
-                others |= set(literal.variables)
-        names = [t.name for t in atom.terms if isinstance(t, Var)]
-        repeated = {n for n in names if names.count(n) > 1}
-        return others | repeated
-
-    def _name(self, call: Call) -> str:
-        # functions are named when compiled; a call compiled later is named the same way
-        if call not in self.source.names:
-            self.source.names[call] = f"f{len(self.source.names)}_{call.name}"
-            self.source.functions.append(self.plans._function(call, self.source, self.todo))
-        return self.source.names[call]
-
-    def _filter(self, literal: Literal) -> None:
-        if isinstance(literal, Comparison):
-            op = OPERATORS[literal.operator]
-            self.open(f"if {self.term(literal.left)} {op} {self.term(literal.right)}:")
-            return
-        assert isinstance(literal, Atom)
-        columns = self._columns(literal)
-        if self.plans.kind(literal.predicate) is Kind.REQUEST and literal.predicate not in SMALL:
-            bound = tuple(i in columns for i in range(len(literal.terms)))
-            fixed, args = self._call_args(literal, columns)
-            call = Call(literal.predicate, bound, True, fixed)
-            self.open(f"if not {self._name(call)}({args}):")
-            return
-        repeated = _repeated_free(literal, columns)
-        reader = self.source.reader(literal.predicate, tuple(columns), len(literal.terms))
-        if repeated:
-            rows = f"{reader}.get({self._key(literal, columns)}, E)" if columns else reader
-            self.open(f"if not any({' and '.join(repeated)} for t in {rows}):")
-        elif len(columns) == len(literal.terms):
-            self.open(f"if {self._key(literal, columns)} not in {reader}:")
-        elif columns:
-            self.open(f"if not {reader}.get({self._key(literal, columns)}):")
-        else:
-            self.open(f"if not {reader}:")
-
-
-def _repeated_free(atom: Atom, columns: list[int]) -> list[str]:
-    first: dict[str, int] = {}
-    same = []
-    for position, term in enumerate(atom.terms):
-        if position not in columns and isinstance(term, Var):
-            if term.name in first:
-                same.append(f"t[{position}] == t[{first[term.name]}]")
-            first.setdefault(term.name, position)
-    return same
-
-
