@@ -329,7 +329,7 @@ class Authorizer:
         if not args and principal in self._principals and entity.__class__ is str:
             # the common case, without building a Request: a principal and an entity seen
             # (and checked) before, on an existing entity of the operation's type
-            op = self._operations.get(operation)  # type: ignore[call-overload]
+            op = self._operations.get(operation)
             known = self._entities.get(entity)
             if op is not None and known is not None and known.type == op.entity_type and self.inventory.exists(known):
                 plan = self._decider(operation)

@@ -374,8 +374,8 @@ class _Writer:
     def bound(self, t: Term) -> bool:
         return isinstance(t, Const) or t.name in self.names
 
-    def conjunction(self, body: Conjunction) -> list[str]:
-        body = self._factored(list(body))
+    def conjunction(self, conjunction: Conjunction) -> list[str]:
+        body = self._factored(list(conjunction))
         positives = [b for b in body if isinstance(b, Atom) and not b.negated]
         filters = [b for b in body if b not in positives]
         mentioned = set(self.names) | {v for b in positives for v in b.variables}
