@@ -326,7 +326,7 @@ class Authorizer:
 
         Raises RequestError for a request that is not well formed (never an allow).
         """
-        if not args and principal in self._principals and entity.__class__ is str:
+        if not args and principal.__class__ is str is operation.__class__ is entity.__class__ and principal in self._principals:
             # the common case, without building a Request: a principal and an entity seen
             # (and checked) before, on an existing entity of the operation's type
             op = self._operations.get(operation)
@@ -560,8 +560,14 @@ class Authorizer:
     def listable_types(self) -> list[str]:
         return [op.entity_type for op in self.policy.operations if op.verb is Verb.SHOWS]
 
-    def visible(self, principal: str, entity_type: str, within: str | EntityId | None = None) -> list[Visible]:
-        """The existing entities of a type (inside ``within``) that ``principal`` sees, with why."""
+    def visible_entities(
+        self, principal: str, entity_type: str, within: str | EntityId | None = None
+    ) -> list[EntityId]:
+        """The existing entities of a type (inside ``within``) that ``principal`` sees, sorted.
+
+        Decided, not explained: each candidate by the listing operation's decision plan
+        (CDAP's visibility filter asks only this); :meth:`visible` adds why.
+        """
         op = self.list_operation(entity_type)
         parent = self.entity(within) if within is not None else None
         if parent is not None and entity_type not in _types_inside(self.policy, parent.type):
@@ -570,16 +576,26 @@ class Authorizer:
         if not candidates:
             return []
         who = self.request(principal, op.qualified, candidates[0]).principal
-        requests = [Request(who, op.qualified, e) for e in candidates]
-        # Decide each from the decision plans; evaluate the rules (for the witness) only for
-        # the entities shown.
-        allowed = [r for r in requests if self.decide(r)]
-        shown = []
-        for decision in self.check_many(allowed, explain_denials=False):
+        plan = self._decider(op.qualified)
+        if plan is None:
+            return [e for e in candidates if self.decide(Request(who, op.qualified, e))]
+        names = self.inventory.inside_names(entity_type, parent)
+        return [e for e, name in zip(candidates, names, strict=True) if plan(who, name, _NO_ARGS)]
+
+    def visible(self, principal: str, entity_type: str, within: str | EntityId | None = None) -> list[Visible]:
+        """The existing entities of a type (inside ``within``) that ``principal`` sees, with why."""
+        shown = self.visible_entities(principal, entity_type, within)
+        if not shown:
+            return []
+        op = self.list_operation(entity_type)
+        who = self.request(principal, op.qualified, shown[0]).principal
+        out = []
+        # the rules are evaluated (for the witness) only for the entities shown
+        for decision in self.check_many([Request(who, op.qualified, e) for e in shown], explain_denials=False):
             if decision.allowed:
                 witnesses = [w for o in decision.outcomes for w in o.witnesses]
-                shown.append(Visible(decision.request.entity, min(witnesses) if witnesses else None))
-        return shown
+                out.append(Visible(decision.request.entity, min(witnesses) if witnesses else None))
+        return out
 
 
 def _types_inside(policy: Policy, type_name: str) -> set[str]:

@@ -25,6 +25,7 @@ class Inventory:
         self._count: Counter[EntityId] = Counter()
         self._inside: dict[EntityId | None, dict[str, set[EntityId]]] = {}  # place -> type -> entities
         self._sorted: dict[tuple[str, EntityId | None], list[EntityId]] = {}
+        self._names: dict[tuple[str, EntityId | None], list[str]] = {}
         for entity in listed:
             self.add(entity)
 
@@ -89,6 +90,13 @@ class Inventory:
             self._sorted[key] = sorted(self._inside.get(place, {}).get(entity_type, ()))
         return self._sorted[key]
 
+    def inside_names(self, entity_type: str, place: EntityId | None) -> list[str]:
+        """:meth:`inside` as id text, in the same order."""
+        key = (entity_type, place)
+        if key not in self._names:
+            self._names[key] = [str(e) for e in self.inside(entity_type, place)]
+        return self._names[key]
+
     def _index(self, entity: EntityId, add: bool) -> None:
         for place in (None, *entity.ancestors(self.instance)):
             found = self._inside.setdefault(place, {}).setdefault(entity.type, set())
@@ -97,3 +105,4 @@ class Inventory:
             else:
                 found.discard(entity)
             self._sorted.pop((entity.type, place), None)
+            self._names.pop((entity.type, place), None)

@@ -56,7 +56,7 @@ class Privilog:
         self.name = PRIVILOG_PREFIX + backend
         self.authz = authz = Authorizer(policy if policy is not None else dsl.load_policy("cdap"), world, backend)
         self.allows = authz.allows
-        self.visible = authz.visible
+        self.visible = authz.visible_entities  # which entities, as the others answer; `why` times explaining
         check, request = authz.check, authz.request
         grant, revoke, parse = authz.grant, authz.revoke, EntityId.parse
 
@@ -75,7 +75,7 @@ class Privilog:
 
     @staticmethod
     def visible_set(result: Any) -> frozenset[str]:
-        return frozenset(str(v.entity) for v in result)
+        return frozenset(str(v) for v in result)
 
 
 class FloorAdapter:

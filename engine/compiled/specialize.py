@@ -50,6 +50,7 @@ PRINCIPAL = "\x00p"  # variable names no policy can write: the request's princip
 ENTITY = "\x00e"  # and its entity, bound on entry
 ARG = "request_arg"
 SAMPLE = 4096  # rows looked at to guess how selective a lookup is
+INLINE = 600  # characters of a function's expression its callers may test in place
 MAX_CONJUNCTIONS = 4096  # an unfolding larger than this is left to the generic evaluator
 
 Decider = Callable[[str, str, Mapping[str, str]], bool]
@@ -302,6 +303,9 @@ class _Module:
         self.functions: list[list[str]] = []
         self._readers: dict[tuple[str, tuple[int, ...]], str] = {}
         self._names: dict[tuple[object, ...], str] = {}
+        # a function of the principal, entity and arguments alone whose conjunctions are only
+        # tests, as one expression: its callers test it in place (no call)
+        self.expressions: dict[str, str] = {}
 
     def const(self, value: str) -> str:
         name = self._constant_names.get(value)
@@ -337,11 +341,19 @@ class _Module:
         name = self._names[key] = f"f{len(self._names)}"
         rigid = frozenset((PRINCIPAL, ENTITY, *params))
         lines = [f"def {name}({', '.join(['p', 'e', 'g', *(f'a{i}' for i in range(len(params)))])}):"]
+        simple = not params
+        tests: list[str] = []
         for conjunction in self.unfolder.conjunctions(Atom(goal.predicate, goal.terms), rigid):
             names = {PRINCIPAL: "p", ENTITY: "e", **{v: f"a{i}" for i, v in enumerate(params)}}
-            lines += _Writer(self, names).conjunction(conjunction)
+            writer = _Writer(self, names)
+            lines += writer.conjunction(conjunction)
+            simple = simple and writer.simple
+            tests.append(" and ".join(f"({t})" for t in writer.tests) or "True")
         lines.append("    return False")
         self.functions.append(lines)
+        expression = " or ".join(f"({t})" for t in tests) or "False"
+        if simple and len(expression) <= INLINE:
+            self.expressions[name] = expression
         return name
 
 
@@ -355,6 +367,8 @@ class _Writer:
         self.lines: list[str] = []
         self.depth = 1
         self.counter = 0
+        self.tests: list[str] = []  # the conditions of the ifs, in order
+        self.simple = True  # only ifs: no loop, no name bound (then it is one expression)
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
@@ -362,6 +376,13 @@ class _Writer:
     def open(self, text: str) -> None:
         self.line(text)
         self.depth += 1
+        self.simple = False
+
+    def test(self, condition: str) -> None:
+        """``if condition:`` around the rest of the conjunction."""
+        self.line(f"if {condition}:")
+        self.depth += 1
+        self.tests.append(condition)
 
     def term(self, t: Term) -> str:
         return self.module.const(t.value) if isinstance(t, Const) else self.names[t.name]
@@ -469,8 +490,9 @@ class _Writer:
             seen[term.name] = position
             if term.name in needed:
                 self.line(f"{self.fresh(term.name)} = {row}[{position}]")
+            self.simple = False
         if checks:
-            self.open(f"if {' and '.join(checks)}:")
+            self.test(f"{' and '.join(checks)}")
 
     def _atom(self, atom: Atom, body: list[Literal]) -> None:
         if atom.predicate == ARG:
@@ -481,13 +503,13 @@ class _Writer:
         reader = self.module.reader(atom.predicate, columns, arity)
         key = self._key(atom, columns)
         if len(columns) == arity:
-            self.open(f"if {key} in {reader}:")
+            self.test(f"{key} in {reader}")
             return
         free = [i for i in range(arity) if i not in columns]
         needed = self._needed(atom, body)
         rows = f"{reader}.get({key}, E)" if columns else reader
         if not any(atom.terms[i].name in needed for i in free):  # type: ignore[union-attr]
-            self.open(f"if {rows}:")
+            self.test(f"{rows}")
             return
         self.counter += 1
         row = f"t{self.counter}"
@@ -504,9 +526,10 @@ class _Writer:
             self.names[name.name] = f"n{self.counter}"  # type: ignore[union-attr]
         else:
             self.line(f"{found} = g.get({self.term(name)})")
-            self.open(f"if {found} is not None:")
+            self.simple = False
+            self.test(f"{found} is not None")
         if self.bound(value):
-            self.open(f"if {found} == {self.term(value)}:")
+            self.test(f"{found} == {self.term(value)}")
         elif isinstance(value, Var):
             self.names[value.name] = found
 
@@ -519,14 +542,14 @@ class _Writer:
     def _filter(self, literal: Literal) -> None:
         if isinstance(literal, Comparison):
             op = OPERATORS[literal.operator]
-            self.open(f"if {self.term(literal.left)} {op} {self.term(literal.right)}:")
+            self.test(f"{self.term(literal.left)} {op} {self.term(literal.right)}")
             return
         if literal.predicate == ARG:
             name, value = literal.terms
             if not self.bound(name):
                 raise NotCompiled
             test = "is None" if not self.bound(value) else f"!= {self.term(value)}"
-            self.open(f"if g.get({self.term(name)}) {test}:")
+            self.test(f"g.get({self.term(name)}) {test}")
             return
         if literal.predicate in self.module.unfolder.derived_relations:
             # variables bound here are passed; any other is existential inside the call
@@ -534,8 +557,12 @@ class _Writer:
                 dict.fromkeys(v for v in literal.variables if v in self.names and v not in (PRINCIPAL, ENTITY))
             )
             function = self.module.function(literal, params)
+            inline = self.module.expressions.get(function)
+            if inline is not None:
+                self.test(f"not ({inline})")
+                return
             passed = ", ".join(["p", "e", "g", *(self.names[v] for v in params)])
-            self.open(f"if not {function}({passed}):")
+            self.test(f"not {function}({passed})")
             return
         columns = self._columns(literal)
         arity = len(literal.terms)
@@ -544,13 +571,13 @@ class _Writer:
         key = self._key(literal, columns)
         if repeated:
             rows = f"{reader}.get({key}, E)" if columns else reader
-            self.open(f"if not any({' and '.join(repeated)} for t in {rows}):")
+            self.test(f"not any({' and '.join(repeated)} for t in {rows})")
         elif len(columns) == arity:
-            self.open(f"if {key} not in {reader}:")
+            self.test(f"{key} not in {reader}")
         elif columns:
-            self.open(f"if not {reader}.get({key}):")
+            self.test(f"not {reader}.get({key})")
         else:
-            self.open(f"if not {reader}:")
+            self.test(f"not {reader}")
 
 
 def _repeated_free(atom: Atom, columns: tuple[int, ...]) -> list[str]:
