@@ -440,8 +440,8 @@ class Authorizer:
         while frontier:
             following = []
             for current in frontier:
-                for member, parent in sorted(self.world.members):
-                    if member == current and parent not in previous:
+                for _, parent in sorted(self.backend.query("member_of", {0: current})):
+                    if parent not in previous:
                         previous[parent] = current
                         following.append(parent)
             frontier = following
@@ -482,7 +482,7 @@ class Authorizer:
         """
         _, requirement = self.program.requirements[outcome.id]
         who = request.principal
-        mine = self.world.groups_of(who)
+        mine = {row[1] for row in self.backend.query("in_group", {0: who})}  # as the rules see it, from the index
         ways: list[frozenset[Change]] = []
         for option in requirement.options:
             for target in option.targets:
