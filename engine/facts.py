@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.ids import EntityId
 from engine.program import Row
 from engine.world import World
 
@@ -13,16 +14,18 @@ def world_facts(world: World) -> dict[str, set[Row]]:
     hierarchy; a grant on an entity that does not exist is kept but makes
     nothing above it visible, and applies again once the entity is created.
     """
-    existing = world.existing()
-    child_of: set[Row] = set()
-    for entity in existing:
-        parent = entity.parent(world.instance)
-        if parent is not None:
-            child_of.add((str(entity), str(parent)))
+    parents: dict[EntityId, EntityId | None] = {}  # each entity's parent, found once
+    for entity in world.entities:
+        while entity not in parents:
+            parent = parents[entity] = entity.parent(world.instance)
+            if parent is None:
+                break
+            entity = parent
+    names = {e: str(e) for e in parents}
     return {
         "grant": {(g.principal, g.action, str(g.entity)) for g in world.grants},
         "member_of": set(world.members),
         "admin": {(a,) for a in world.admins},
-        "is_a": {(str(e), e.type) for e in existing},
-        "child_of": child_of,
+        "is_a": {(names[e], e.type) for e in parents},
+        "child_of": {(names[e], names[p]) for e, p in parents.items() if p is not None},
     }

@@ -26,8 +26,23 @@ class Inventory:
         self._inside: dict[EntityId | None, dict[str, set[EntityId]]] = {}  # place -> type -> entities
         self._sorted: dict[tuple[str, EntityId | None], list[EntityId]] = {}
         self._names: dict[tuple[str, EntityId | None], list[str]] = {}
-        for entity in listed:
-            self.add(entity)
+        self._chains: dict[EntityId, tuple[EntityId, ...]] = {}  # an enclosing entity and its own enclosers
+        self._listed.update(listed)
+        count = self._count
+        inside = self._inside
+        for entity in self._listed:  # in bulk: count, then index each existing entity once
+            for place in self.chain(entity):
+                count[place] += 1
+        for entity in count:
+            for place in (None, *self.chain(entity)[1:]):
+                by_type = inside.get(place)
+                if by_type is None:
+                    by_type = inside[place] = {}
+                found = by_type.get(entity.type)
+                if found is None:
+                    by_type[entity.type] = {entity}
+                else:
+                    found.add(entity)
 
     def exists(self, entity: EntityId) -> bool:
         """Whether ``entity`` exists; if it does, so does everything that encloses it."""
@@ -56,12 +71,24 @@ class Inventory:
             return []
         self._listed.add(entity)
         born = []
-        for place in (entity, *entity.ancestors(self.instance)):
-            self._count[place] += 1
-            if self._count[place] == 1:
+        count = self._count
+        for place in self.chain(entity):
+            count[place] += 1
+            if count[place] == 1:
                 born.append(place)
                 self._index(place, add=True)
         return born
+
+    def chain(self, entity: EntityId) -> tuple[EntityId, ...]:
+        """``entity`` and every entity enclosing it, nearest first (enclosers' chains kept:
+        an id's place never changes, and there are few of them)."""
+        parent = entity.parent(self.instance)
+        if parent is None:
+            return (entity,)
+        above = self._chains.get(parent)
+        if above is None:
+            above = self._chains[parent] = self.chain(parent)
+        return (entity, *above)
 
     def remove(self, entity: EntityId) -> list[EntityId]:
         """Unlist ``entity`` and everything listed inside it; return what no longer exists."""
@@ -71,7 +98,7 @@ class Inventory:
         gone = []
         for listed in doomed:
             self._listed.discard(listed)
-            for place in (listed, *listed.ancestors(self.instance)):
+            for place in self.chain(listed):
                 self._count[place] -= 1
                 if self._count[place] == 0:
                     del self._count[place]
@@ -98,7 +125,7 @@ class Inventory:
         return self._names[key]
 
     def _index(self, entity: EntityId, add: bool) -> None:
-        for place in (None, *entity.ancestors(self.instance)):
+        for place in (None, *self.chain(entity)[1:]):
             found = self._inside.setdefault(place, {}).setdefault(entity.type, set())
             if add:
                 found.add(entity)

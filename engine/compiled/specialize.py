@@ -32,6 +32,7 @@ generic evaluator (:meth:`DecisionPlans.decider` answers None).
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterable, Mapping
 from itertools import count, islice
 from typing import TYPE_CHECKING, Any
@@ -162,7 +163,13 @@ class DecisionPlans:
             defined = Rule(Atom(name, head_vars), tuple(atoms))
             self.evaluator.arity[name] = len(columns)
             component = Component(frozenset({name}), (defined,), Kind.WORLD)
-            self.evaluator.evaluate(component, self.evaluator.store)
+            enabled = gc.isenabled()
+            gc.disable()  # as loading a world: many new rows, no cycles
+            try:
+                self.evaluator.evaluate(component, self.evaluator.store)
+            finally:
+                if enabled:
+                    gc.enable()
             self.maintained.append(component)
             self.analysis.kinds[name] = Kind.WORLD
         return Atom(name, head_vars)
