@@ -48,7 +48,7 @@ def _print_json(value: Any) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from privilog.explain import render_decision, render_short
+    from privilog.render.explain import render_decision, render_short
 
     authorizer = _policy_world(args)
     request = authorizer.request(args.principal, args.operation, args.entity, _args(args.arg))
@@ -63,7 +63,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from privilog.explain import render_visible
+    from privilog.render.explain import render_visible
 
     authorizer = _policy_world(args)
     types = [args.type] if args.type else authorizer.listable_types()
@@ -152,7 +152,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     import dsl
     from engine.compare import Comparison
     from privilog.api import load_world_for
-    from privilog.report import render_diff, render_world_diff, world_diff_json
+    from privilog.render.report import render_diff, render_world_diff, world_diff_json
 
     left, right = dsl.load_policy(args.left), dsl.load_policy(args.right)
     comparison = Comparison(left, right, args.left, args.right)

@@ -44,7 +44,7 @@ from engine.program import Row
 from engine.query import solve
 from engine.world import ALL, Grant, World, load_world, save_world
 from privilog.api import load_world_for
-from privilog.explain import render_decision, render_short, render_visible, witness_sentence
+from privilog.render.explain import render_decision, render_short, render_visible, witness_sentence
 
 MAX_ROWS = 10_000  # a query stops collecting bindings after this many
 MAX_ROWS_SHOWN = 100
@@ -579,7 +579,7 @@ class Session:
 
     def _diff(self, words: list[str]) -> str:
         from engine.compare import Comparison
-        from privilog.report import render_diff, render_world_diff
+        from privilog.render.report import render_diff, render_world_diff
 
         against = [w for w in words if w != "--world"]
         if len(against) != 1 or len(words) - len(against) > 1:

@@ -165,7 +165,7 @@ def render_counterexample(verdict: Verdict, found: Counterexample) -> list[str]:
 
 
 def _scene_lines(scene: Scene) -> list[str]:
-    from privilog.explain import render_decision
+    from privilog.render.explain import render_decision
 
     lines = [f"       {line}" for line in world_lines(scene.world, scene.request is not None)]
     if scene.decision is not None:
