@@ -99,7 +99,7 @@ def _fits(authorizer: Any, entity_type: str, within: str | None) -> bool:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    from privilog.scenario import run_scenarios
+    from privilog.testing.scenario import run_scenarios
 
     if not args.scenarios and not args.report:
         raise UsageError("privilog test: give SCENARIO.yaml files, or --report (see `privilog test --help`)")
@@ -118,7 +118,7 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 def _report(tables: Path) -> int:
     import dsl
-    from privilog.conformance import conformance_report, render_report
+    from privilog.testing.conformance import conformance_report, render_report
 
     reports = conformance_report(tables)
     rules = os.path.relpath(dsl.rules_dir())  # rules/ as the user sees it, when it is below here

@@ -1,6 +1,6 @@
 """An independent oracle for rules/cdap.policy, read straight from tests/conformance/cdap.yaml.
 
-The interpreter of conformance tables lives in privilog/conformance.py (``privilog test
+The interpreter of conformance tables lives in privilog/testing/conformance.py (``privilog test
 --report`` uses it too): plain Python, no pyDatalog, no engine internals; entity ids are
 parsed there from DESIGN.md's id scheme, so the hierarchy is not borrowed from the engine
 either. This module re-exports it, with the cdap table as the default.
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from privilog import conformance
-from privilog.conformance import (
+from privilog.testing import conformance
+from privilog.testing.conformance import (
     ACTIONS,
     INSTANCE,
     Alternative,
@@ -38,7 +38,7 @@ from privilog.conformance import (
     given,
     parent,
 )
-from privilog.conformance import TableWorld as OracleWorld
+from privilog.testing.conformance import TableWorld as OracleWorld
 
 __all__ = [
     "ACTIONS",
