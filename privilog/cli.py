@@ -191,6 +191,14 @@ def cmd_ops(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_repl(args: argparse.Namespace) -> int:
+    """Run ``privilog repl``: a session on the terminal, or over piped lines."""
+    from privilog.repl.session import Session
+    from privilog.repl.terminal import run
+
+    return run(Session(args.policy, args.world))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="privilog",
@@ -279,9 +287,11 @@ def build_parser() -> argparse.ArgumentParser:
     from proofs import cli as proofs_cli
 
     proofs_cli.register(sub)
-    from privilog import repl
-
-    repl.register(sub)
+    text = "an interactive session: check, why, whynot, list, who, Datalog queries, grants, rules"
+    p = sub.add_parser("repl", help=text, description=text + " (type `help` inside)")
+    p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
+    p.add_argument("--world", help="a world file (YAML or JSON); default: an empty world")
+    p.set_defaults(run=cmd_repl)
     from privilog import pipeline  # pyspark is imported only when a pipeline command runs
 
     pipeline.register(sub)
