@@ -1172,10 +1172,10 @@ def register(sub: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a pipeline command on its own (``spark-submit privilog/pipeline.py decide ...``)."""
-    from privilog.cli import _Parser
+    from privilog.usage import CommandParser
 
-    parser = _Parser(prog="privilog-pipeline")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = CommandParser(prog="privilog-pipeline")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     register(sub)
     args = parser.parse_args(["pipeline", *(argv if argv is not None else sys.argv[1:])])
     return int(args.run(args))

@@ -13,18 +13,9 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-EXIT_OK, EXIT_DENY, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
-
-
-class UsageError(Exception):
-    """A command line that cannot be run as written."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+from privilog.usage import EXIT_BAD_INPUT, EXIT_DENY, EXIT_INTERNAL, EXIT_OK, CommandParser, UsageError
 
 
 def _policy_world(args: argparse.Namespace) -> Any:
@@ -200,11 +191,11 @@ def cmd_repl(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = CommandParser(
         prog="privilog",
         description="CDAP authorization policies as Datalog: check, list, explain and test them.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
 
     def common(p: argparse.ArgumentParser, world: bool = True) -> None:
         p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
