@@ -47,7 +47,7 @@ from dsl.ir import Operation, Policy, Scope, Verb
 from engine.authorizer import FALSE_WORDS, TRUE_WORDS, check_hierarchy
 from engine.ids import _SHAPES, DEFAULT_INSTANCE, ENTITY_TYPES, PRINCIPAL_KINDS, parent_type
 from engine.program import Program, compile_policy
-from privilog.generate import FORMATS, TABLES
+from privilog.pipeline.generate import FORMATS, TABLES
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -1103,7 +1103,7 @@ def _reported(command: Callable[[argparse.Namespace], int]) -> Callable[[argpars
 
 def register(sub: Any) -> None:
     """Add ``privilog pipeline`` (decide, visibility, impact) and ``privilog generate``."""
-    from privilog import generate
+    from privilog.pipeline import generate
 
     p = sub.add_parser(
         "pipeline",
