@@ -283,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
     p.add_argument("--world", help="a world file (YAML or JSON); default: an empty world")
     p.set_defaults(run=cmd_repl)
-    from privilog import pipeline  # pyspark is imported only when a pipeline command runs
+    from privilog.pipeline import commands as pipeline  # pyspark is imported only when a pipeline command runs
 
     pipeline.register(sub)
     return parser
