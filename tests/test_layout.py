@@ -184,3 +184,12 @@ def test_privilog_check_loads_no_heavy_library(argv: list[str]) -> None:
     code, *loaded = done.stdout.split("\n")[-2].split()
     assert code in ("0", "1"), done.stdout
     assert loaded == [], f"`privilog {' '.join(argv)}` loaded {', '.join(loaded)}"
+
+
+def test_every_package_is_shipped() -> None:
+    """A subpackage missing from pyproject.toml works from the repository and is absent when installed."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    packages = {name for name, path in modules().items() if path.name == "__init__.py"}
+    assert packages - listed == set()
