@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from engine.ids import PROGRAM_KINDS, EntityId
 from engine.world import Grant, World
-from privilog.generate import ACTION_WEIGHTS, ACTIONS  # the same action mix as `privilog generate`
+from privilog.pipeline.generate import ACTION_WEIGHTS, ACTIONS  # the same action mix as `privilog generate`
 
 
 @dataclass

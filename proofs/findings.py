@@ -2,7 +2,7 @@
 
 Findings are data. A counterexample is a short story of one to three scenes, each a
 world and a request in it; the command line renders each scene's decision with its
-explanation (privilog.explain), so a reader sees why the promise breaks.
+explanation (privilog.render.explain), so a reader sees why the promise breaks.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -27,9 +27,6 @@ from proofs.checkers import CHECKERS, Context, Trial, relations
 from proofs.evaluate import Outcome
 from proofs.findings import Counterexample, Verdict
 from proofs.worlds import Point, child_entity
-
-if TYPE_CHECKING:
-    from proofs.prover import Prover
 
 NAMESPACES = ("ns1", "ns2")
 USERS = ("user:u1", "user:u2", "user:u3")
@@ -171,6 +168,16 @@ class _Found(Exception):
     def __init__(self, counterexample: Counterexample):
         super().__init__(counterexample.summary)
         self.counterexample = counterexample
+
+
+class Prover(Protocol):
+    """What the generated phase reads of :class:`proofs.prover.Prover`, which calls it: named here, so that
+    this module does not import the prover back. (The search below keeps its source as it was: hypothesis
+    seeds a derandomized search from it.)"""
+
+    context: Context
+    verdicts: dict[str, Verdict]
+    examples: int
 
 
 def generated(prover: Prover) -> None:

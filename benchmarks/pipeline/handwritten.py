@@ -210,7 +210,8 @@ KEY = ("principal", "operation", "entity", "args", "timestamp")  # a request (ti
 def cmd_decide(args: argparse.Namespace) -> int:
     """Decide the requests with the hand-written query; progress lines as the pipeline prints them."""
     import dsl
-    from privilog.pipeline import Progress, number_requests, read_table, spark_session
+    from privilog.pipeline.inputs import number_requests
+    from privilog.pipeline.tables import Progress, read_table, spark_session
 
     policy = dsl.load_policy(args.policy)
     progress = Progress(quiet=args.quiet)
@@ -288,7 +289,7 @@ def compare(pipeline: DataFrame, handwritten: DataFrame, examples: int = 5) -> d
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare two decision tables; the counts as JSON to ``--out`` (and stdout). Exit 1 unless they agree."""
-    from privilog.pipeline import Progress, spark_session
+    from privilog.pipeline.tables import Progress, spark_session
 
     progress = Progress(quiet=args.quiet)
     progress("starting Spark (local[*])")

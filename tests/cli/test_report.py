@@ -12,7 +12,7 @@ import pytest
 
 import dsl
 from privilog.cli import main
-from privilog.conformance import conformance_report, render_report
+from privilog.testing.conformance import conformance_report, render_report
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = ROOT / "tests" / "conformance"

@@ -15,7 +15,8 @@ import pytest
 
 import privilog
 from privilog import EntityId, Grant
-from privilog.conformance import Bench, case_label, load_table, ways_of
+from privilog.testing.conformance import Bench
+from privilog.testing.table import case_label, load_table, ways_of
 
 TABLE = load_table(Path(__file__).resolve().parent / "cdap.yaml")
 ROWS = TABLE.rows

@@ -17,7 +17,7 @@ public API:
 * DRIFT: the table and the policy name the same operations, verbs and arguments.
 
 Listings (`shows` rows) are checked through ``Authorizer.visible``. The way a row's
-`requires` is read is privilog/conformance.py, the interpreter the property tests and
+`requires` is read is privilog/testing/table.py, the interpreter the property tests and
 ``privilog test --report`` use too. One authorizer per policy serves every test: its world
 is replaced and ``refresh()``ed for each question.
 """
@@ -32,8 +32,8 @@ import pytest
 import dsl
 import privilog
 from privilog import EntityId
-from privilog.conformance import (
-    Bench,
+from privilog.testing.conformance import Bench
+from privilog.testing.table import (
     Need,
     Row,
     Table,

@@ -277,7 +277,7 @@ def test_a_folder_of_tables_is_the_same_world(tmp_path: Path, sample: World, suf
 
 
 def test_tables_as_written_by_privilog_generate(tmp_path: Path) -> None:
-    from privilog.generate import generate
+    from privilog.pipeline.generate import generate
 
     generate(tmp_path, entities=60, grants=80, requests=5, seed=2)
     world = load_world(tmp_path, ACTIONS)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from privilog.cli import main
-from proofs.cli import promise_table
+from privilog.render.proofs import promise_table
 from proofs.load import shipped_policies
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """An independent oracle for rules/cdap.policy, read straight from tests/conformance/cdap.yaml.
 
-The interpreter of conformance tables lives in privilog/conformance.py (``privilog test
+The interpreter of conformance tables lives in privilog/testing/table.py (``privilog test
 --report`` uses it too): plain Python, no pyDatalog, no engine internals; entity ids are
 parsed there from DESIGN.md's id scheme, so the hierarchy is not borrowed from the engine
 either. This module re-exports it, with the cdap table as the default.
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from privilog import conformance
-from privilog.conformance import (
+from privilog.testing import table as conformance_table
+from privilog.testing.table import (
     ACTIONS,
     INSTANCE,
     Alternative,
@@ -38,7 +38,7 @@ from privilog.conformance import (
     given,
     parent,
 )
-from privilog.conformance import TableWorld as OracleWorld
+from privilog.testing.table import TableWorld as OracleWorld
 
 __all__ = [
     "ACTIONS",
@@ -63,4 +63,4 @@ TABLE_PATH = Path(__file__).resolve().parents[1] / "conformance" / "cdap.yaml"
 
 def load_table(path: Path = TABLE_PATH) -> Table:
     """A conformance table; by default cdap.policy's."""
-    return conformance.load_table(path)
+    return conformance_table.load_table(path)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from privilog import repl
-from privilog.repl import COMMANDS, Session
+from privilog.repl import session as repl
+from privilog.repl.session import COMMANDS, Session
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "privilog" / "samples" / "world.yaml"

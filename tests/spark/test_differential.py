@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from engine.spark.evaluate import SparkEngine
-    from privilog.pipeline import Deployment
+    from privilog.pipeline.inputs import Deployment
 
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.slow
@@ -83,11 +83,12 @@ def _frames(spark: SparkSession, batch: Batch) -> dict[str, DataFrame]:
 def _deployment(spark: SparkSession, policy: Policy, frames: dict[str, DataFrame]) -> tuple[SparkEngine, Deployment]:
     from engine.program import compile_policy
     from engine.spark.evaluate import SparkEngine
-    from privilog import pipeline
+    from privilog.pipeline.inputs import Vocabulary, load_deployment
+    from privilog.pipeline.tables import Progress
 
-    engine = SparkEngine(compile_policy(policy), spark, progress=pipeline.Progress(quiet=True))
-    vocabulary = pipeline.Vocabulary(policy)
-    deployment = pipeline.load_deployment(spark, vocabulary, frames["entities"], frames["grants"], frames["members"])
+    engine = SparkEngine(compile_policy(policy), spark, progress=Progress(quiet=True))
+    vocabulary = Vocabulary(policy)
+    deployment = load_deployment(spark, vocabulary, frames["entities"], frames["grants"], frames["members"])
     return engine, deployment
 
 
@@ -113,14 +114,16 @@ class Pipeline:
 @pytest.fixture(scope="module", params=DECIDED)
 def run(request: pytest.FixtureRequest, spark: SparkSession, generated: Callable[..., Batch]) -> Pipeline:
     """A batch of generated worlds and requests decided by the pipeline's functions under one policy."""
-    from privilog import pipeline
+    from privilog.pipeline.evaluate import decide_all
+    from privilog.pipeline.inputs import check_requests, number_requests
+    from privilog.pipeline.tables import Progress
 
     policy = dsl.load_policy(request.param)
     batch = generated(policy, WORLDS, REQUESTS)
     frames = _frames(spark, batch)
     engine, deployment = _deployment(spark, policy, frames)
-    checked = pipeline.check_requests(spark, deployment.vocabulary, pipeline.number_requests(frames["requests"]))
-    result = pipeline.decide_all(spark, engine, deployment, checked, pipeline.Progress(quiet=True))
+    checked = check_requests(spark, deployment.vocabulary, number_requests(frames["requests"]))
+    result = decide_all(spark, engine, deployment, checked, Progress(quiet=True))
     decided: dict[int, list[dict[str, Any]]] = {}
     for row in result.table.collect():
         decided.setdefault(int(row["timestamp"]), []).append(row.asDict(recursive=True))
@@ -243,16 +246,14 @@ REPEATED = '{"artifact": "artifact:ns1.art", "artifact": "artifact:ns1.other"}'
 def arguments(spark: SparkSession) -> dict[str, tuple[str, ...] | str]:
     """Each argument text of ARGUMENTS and REPEATED, read by ``check_requests``: the normalised
     (name, value) pairs it keeps as facts, or why it rejects the request."""
-    from privilog import pipeline
+    from privilog.pipeline.inputs import Vocabulary, check_requests, number_requests
 
     texts = [json.dumps(a) for cases in ARGUMENTS.values() for a in cases] + [REPEATED]
     rows = [("user:a", "application.deploy", "application:ns1.app", text, text) for text in texts]
     frame = spark.createDataFrame(
         rows, "principal string, operation string, entity string, args string, timestamp string"
     )
-    checked = pipeline.check_requests(
-        spark, pipeline.Vocabulary(dsl.load_policy("cdap")), pipeline.number_requests(frame)
-    )
+    checked = check_requests(spark, Vocabulary(dsl.load_policy("cdap")), number_requests(frame))
     text_of = {row["rid"]: row["timestamp"] for row in checked.good.collect()}
     kept: dict[str, list[tuple[str, str]]] = {text: [] for text in text_of.values()}
     for row in checked.args.collect():
@@ -314,13 +315,14 @@ def _listing_policy(name: str) -> Policy:
 @pytest.fixture(scope="module", params=LISTINGS)
 def shown(request: pytest.FixtureRequest, spark: SparkSession, generated: Callable[..., Batch]) -> Shown:
     """A batch of generated worlds listed by the pipeline's functions under one policy."""
-    from privilog import pipeline
+    from privilog.pipeline.evaluate import visibility
+    from privilog.pipeline.tables import Progress
 
     policy = _listing_policy(request.param)
     batch = generated(policy, LISTED_WORLDS, 1)
     engine, deployment = _deployment(spark, policy, _frames(spark, batch))
     visible = [
-        row.asDict() for row in pipeline.visibility(spark, engine, deployment, pipeline.Progress(quiet=True)).collect()
+        row.asDict() for row in visibility(spark, engine, deployment, Progress(quiet=True)).collect()
     ]
     return Shown(batch, privilog.load(policy, batch.world), visible, _world_rejects(deployment))
 

@@ -31,7 +31,7 @@ import pytest
 import privilog
 from engine.authorizer import Authorizer, RequestError
 from privilog.cli import main
-from privilog.generate import TABLES, table_path
+from privilog.pipeline.generate import TABLES, table_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -13,18 +13,9 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-EXIT_OK, EXIT_DENY, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
-
-
-class UsageError(Exception):
-    """A command line that cannot be run as written."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+from privilog.usage import EXIT_BAD_INPUT, EXIT_DENY, EXIT_INTERNAL, EXIT_OK, CommandParser, UsageError
 
 
 def _policy_world(args: argparse.Namespace) -> Any:
@@ -48,7 +39,7 @@ def _print_json(value: Any) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from privilog.explain import render_decision, render_short
+    from privilog.render.explain import render_decision, render_short
 
     authorizer = _policy_world(args)
     request = authorizer.request(args.principal, args.operation, args.entity, _args(args.arg))
@@ -63,7 +54,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from privilog.explain import render_visible
+    from privilog.render.explain import render_visible
 
     authorizer = _policy_world(args)
     types = [args.type] if args.type else authorizer.listable_types()
@@ -99,7 +90,7 @@ def _fits(authorizer: Any, entity_type: str, within: str | None) -> bool:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    from privilog.scenario import run_scenarios
+    from privilog.testing.scenario import run_scenarios
 
     if not args.scenarios and not args.report:
         raise UsageError("privilog test: give SCENARIO.yaml files, or --report (see `privilog test --help`)")
@@ -118,7 +109,7 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 def _report(tables: Path) -> int:
     import dsl
-    from privilog.conformance import conformance_report, render_report
+    from privilog.testing.conformance import conformance_report, render_report
 
     reports = conformance_report(tables)
     rules = os.path.relpath(dsl.rules_dir())  # rules/ as the user sees it, when it is below here
@@ -152,7 +143,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     import dsl
     from engine.compare import Comparison
     from privilog.api import load_world_for
-    from privilog.report import render_diff, render_world_diff, world_diff_json
+    from privilog.render.report import render_diff, render_world_diff, world_diff_json
 
     left, right = dsl.load_policy(args.left), dsl.load_policy(args.right)
     comparison = Comparison(left, right, args.left, args.right)
@@ -191,12 +182,20 @@ def cmd_ops(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_repl(args: argparse.Namespace) -> int:
+    """Run ``privilog repl``: a session on the terminal, or over piped lines."""
+    from privilog.repl.session import Session
+    from privilog.repl.terminal import run
+
+    return run(Session(args.policy, args.world))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = CommandParser(
         prog="privilog",
         description="CDAP authorization policies as Datalog: check, list, explain and test them.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
 
     def common(p: argparse.ArgumentParser, world: bool = True) -> None:
         p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
@@ -276,13 +275,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Commands that live in their own modules register themselves here; each module's
     # `register(sub)` adds its parsers with `set_defaults(run=...)`.
-    from proofs import cli as proofs_cli
+    from privilog.cli import prove
 
-    proofs_cli.register(sub)
-    from privilog import repl
-
-    repl.register(sub)
-    from privilog import pipeline  # pyspark is imported only when a pipeline command runs
+    prove.register(sub)
+    text = "an interactive session: check, why, whynot, list, who, Datalog queries, grants, rules"
+    p = sub.add_parser("repl", help=text, description=text + " (type `help` inside)")
+    p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
+    p.add_argument("--world", help="a world file (YAML or JSON); default: an empty world")
+    p.set_defaults(run=cmd_repl)
+    from privilog.pipeline import commands as pipeline  # pyspark is imported only when a pipeline command runs
 
     pipeline.register(sub)
     return parser

@@ -18,7 +18,7 @@ from dsl.errors import PrivilogError
 from dsl.ir import Policy
 from engine.authorizer import Authorizer
 from engine.world import Located, World, WorldError, WorldReader, compose
-from privilog.explain import render_short
+from privilog.render.explain import render_short
 
 CASE_KEYS = ("name", "request", "expect", "world", "grants", "members", "entities")
 REQUEST_KEYS = ("principal", "operation", "entity", "in", "args")

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from privilog.repl import Reply, Session
+from privilog.repl.session import Reply, Session
 
 PROMPT = "privilog> "
 CONTINUED = "      ... "

@@ -44,14 +44,8 @@ from typing import IO, Any
 import dsl
 from dsl.ir import Operation, Policy
 from engine.ids import PROGRAM_KINDS
+from privilog.pipeline.tables import FORMATS, TABLES
 
-TABLES: dict[str, tuple[str, ...]] = {
-    "entities": ("entity",),
-    "grants": ("principal", "action", "entity"),
-    "members": ("principal", "group"),
-    "requests": ("principal", "operation", "entity", "args", "timestamp"),
-}
-FORMATS = ("csv", "json", "parquet")
 ACTIONS = ("READ", "WRITE", "EXECUTE", "ADMIN")
 
 # The action mix of a grant, by the type of entity it is on (READ, WRITE, EXECUTE, ADMIN).
@@ -445,7 +439,7 @@ def generate(
 
 
 def _to_parquet(staging: Path, out: Path, progress: Callable[[str], None]) -> None:
-    from privilog.pipeline import read_table, spark_session
+    from privilog.pipeline.tables import read_table, spark_session
 
     spark = spark_session()
     for table in TABLES:

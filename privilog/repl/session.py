@@ -1,8 +1,12 @@
 """The REPL's logic: a :class:`Session` that answers one line at a time.
 
-``privilog repl`` is a thin terminal loop (privilog.repl_terminal) around a
+``privilog repl`` is a thin terminal loop (privilog.repl.terminal) around a
 Session; everything a line can do is here and is tested through
 :meth:`Session.one_shot`, which returns the text to print.
+
+One module, though long: its bulk is the one class whose methods are the
+commands, sharing the session's policy, world and authorizer; split into
+modules, the commands would pass that state around instead of reading it.
 
 >>> session = Session("cdap", {"entities": ["dataset:ns1.ds"], "admins": ["user:root"],
 ...                            "grants": [["user:bob", "WRITE", "dataset:ns1.ds"]]})
@@ -21,7 +25,6 @@ namespace:ns1
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import glob
 import os
@@ -44,7 +47,7 @@ from engine.program import Row
 from engine.query import solve
 from engine.world import ALL, Grant, World, load_world, save_world
 from privilog.api import load_world_for
-from privilog.explain import render_decision, render_short, render_visible, witness_sentence
+from privilog.render.explain import render_decision, render_short, render_visible, witness_sentence
 
 MAX_ROWS = 10_000  # a query stops collecting bindings after this many
 MAX_ROWS_SHOWN = 100
@@ -579,7 +582,7 @@ class Session:
 
     def _diff(self, words: list[str]) -> str:
         from engine.compare import Comparison
-        from privilog.report import render_diff, render_world_diff
+        from privilog.render.report import render_diff, render_world_diff
 
         against = [w for w in words if w != "--world"]
         if len(against) != 1 or len(words) - len(against) > 1:
@@ -897,22 +900,3 @@ def _paths(prefix: str) -> list[str]:
     """Files and folders that complete ``prefix``."""
     found = sorted(glob.glob(os.path.expanduser(prefix) + "*"))[:50]
     return [p + "/" if os.path.isdir(p) else p for p in found]
-
-
-# ---- the command -----------------------------------------------------------------------
-
-
-def register(sub: Any) -> None:
-    """Add ``privilog repl`` to the command line's subparsers."""
-    text = "an interactive session: check, why, whynot, list, who, Datalog queries, grants, rules"
-    p = sub.add_parser("repl", help=text, description=text + " (type `help` inside)")
-    p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
-    p.add_argument("--world", help="a world file (YAML or JSON); default: an empty world")
-    p.set_defaults(run=cmd_repl)
-
-
-def cmd_repl(args: argparse.Namespace) -> int:
-    """Run ``privilog repl``: a session on the terminal, or over piped lines."""
-    from privilog.repl_terminal import run
-
-    return run(Session(args.policy, args.world))

@@ -1,0 +1,357 @@
+"""The pipeline's evaluation: requests decided in rounds by the Spark engine, and visibility.
+
+The tables become the base relations ``grant``, ``member_of``, ``child_of``,
+``is_a``, ``request`` and ``request_arg``, ids encoded as 64-bit hashes (checked
+for collisions), and the decisions are read back from the relations the reference
+authorizer reads (``allowed``, ``applies``, ``met``, ``lacking``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from dsl.format import format_alternatives
+from dsl.ir import Operation, Scope, Verb
+from engine.program import Program
+from privilog.pipeline.inputs import Deployment, Requests, encoded
+from privilog.pipeline.tables import Progress
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from engine.spark.evaluate import Evaluation, SparkEngine
+
+
+# The relations the reference authorizer reads back (engine.authorizer.Authorizer._evaluate).
+DECIDE_OUTPUTS = ("allowed", "applies", "met", "lacking")
+BY_REQUEST = {"request": 0, "request_arg": 0}  # relations keyed by the request id, partitioned by it
+
+
+# ---- evaluation -----------------------------------------------------------------------
+
+
+@dataclass
+class Round:
+    """The requests decided together, and the not-yet-existing entities their ids place."""
+
+    requests: DataFrame  # rid, principal, operation, entity
+    transient: DataFrame | None  # entity, parent (strings) not in the inventory
+
+
+def plan_rounds(deployment: Deployment, requests: DataFrame, progress: Progress) -> Iterable[Round]:
+    """Rounds in which no request sees another request's not-yet-existing entity below its own."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    vocabulary = deployment.vocabulary
+    chains = (
+        requests.select("entity")
+        .distinct()
+        .select("entity", F.explode(vocabulary.chain(F.col("entity"))).alias("member"))
+    )
+    transient = chains.join(
+        deployment.existing.select(F.col("entity").alias("member")), on="member", how="left_anti"
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    # The entities of creates are few next to the log: broadcast, the log is not shuffled for them.
+    brings = F.broadcast(transient.select("entity").distinct())
+    yield Round(requests.join(brings, on="entity", how="left_anti"), None)
+    remaining = requests.join(brings, on="entity", how="left_semi")
+    number = 1
+    while True:
+        count = remaining.count()
+        if count == 0:
+            return
+        number += 1
+        members = transient.join(remaining.select("entity").distinct(), on="entity", how="left_semi")
+        entities = members.select(F.col("member").alias("entity")).distinct()
+        # every entity that strictly encloses one of this round's new entities
+        enclosing = entities.select(
+            F.explode(F.slice(vocabulary.chain(F.col("entity")), 2, vocabulary.depth)).alias("entity")
+        )
+        deferred = remaining.join(enclosing.distinct(), on="entity", how="left_semi").persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
+        decided = remaining.join(deferred.select("rid"), on="rid", how="left_anti")
+        links = entities.select("entity", vocabulary.parent(F.col("entity")).alias("parent"))
+        progress(f"round {number}: {count:,} requests name entities not in the inventory")
+        yield Round(decided, links)
+        remaining = deferred
+
+
+def base_relations(
+    deployment: Deployment, round_: Round, args: DataFrame
+) -> tuple[dict[str, DataFrame], dict[str, DataFrame]]:
+    """The round's base relations (the deployment's and its requests), and the rows its new
+    entities add to ``child_of`` and ``is_a`` (so the engine brings the hierarchy up to date
+    rather than computing it again)."""
+    from pyspark.sql import functions as F
+
+    relations = dict(deployment.relations)
+    requests = round_.requests.select(
+        F.col("rid").alias("c0"),
+        *(F.xxhash64(F.col(c)).alias(f"c{i}") for i, c in enumerate(("principal", "operation", "entity"), 1)),
+    )
+    relations["request"] = requests
+    relations["request_arg"] = args.join(round_.requests.select("rid"), on="rid", how="left_semi").select(
+        F.col("rid").alias("c0"), F.xxhash64("name").alias("c1"), F.xxhash64("value").alias("c2")
+    )
+    added: dict[str, DataFrame] = {}
+    if round_.transient is not None:
+        links = round_.transient
+        kind = deployment.vocabulary.entity_type(F.col("entity"))
+        added["child_of"] = links.where(F.col("parent").isNotNull()).select(*encoded("entity", "parent"))
+        added["is_a"] = links.select(*encoded("entity"), F.xxhash64(kind).alias("c1"))
+    return relations, added
+
+
+def dictionary(
+    spark: SparkSession, engine: SparkEngine, deployment: Deployment, requests: Requests | None
+) -> DataFrame:
+    """Every string the evaluation may hold, with its code (code, value); raises on a collision."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from engine.spark.encoding import EncodingError
+
+    policy_values = spark.createDataFrame([(v,) for v in engine.dictionary.values()], "value string")
+    values = deployment.values.union(policy_values)
+    if requests is not None:
+        values = (
+            values.union(requests.good.select(F.col("principal").alias("value")))
+            .union(requests.good.select(F.col("operation").alias("value")))
+            .union(requests.good.select(F.explode(deployment.vocabulary.chain(F.col("entity"))).alias("value")))
+            .union(requests.good.select(deployment.vocabulary.entity_type(F.col("entity")).alias("value")))
+            .union(requests.args.select(F.col("name").alias("value")))
+            .union(requests.args.select(F.col("value")))
+        )
+    # One aggregation both checks the encoding and makes the dictionary: two strings that
+    # share a code give that code a different least and greatest string.
+    table = (
+        values.where(F.col("value").isNotNull())
+        .groupBy(F.xxhash64("value").alias("code"))
+        .agg(F.min("value").alias("value"), F.max("value").alias("other"))
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    found = table.where(F.col("value") != F.col("other")).first()
+    if found is not None:
+        raise EncodingError(
+            f"`{found['value']}` and `{found['other']}` share the code {found['code']}; cannot evaluate them"
+        )
+    return table.select("code", "value")
+
+
+def _requirements(spark: SparkSession, program: Program) -> DataFrame:
+    """Each requirement of the policy: code, id, text, and whether an option is "every"."""
+    from engine.spark.encoding import xxhash64
+
+    rows = []
+    for rid, (_op, requirement) in program.requirements.items():
+        text = format_alternatives(requirement.options)
+        if requirement.condition is not None:
+            text += f" if {requirement.condition}"
+        every = any(t.scope is Scope.EVERY for o in requirement.options for t in o.targets)
+        rows.append((xxhash64(rid), rid, text, every))
+    return spark.createDataFrame(rows, "i long, requirement string, text string, every boolean")
+
+
+def decisions(
+    spark: SparkSession, program: Program, evaluation: Evaluation, requests: DataFrame, dictionary: DataFrame
+) -> DataFrame:
+    """Per request of a round: rid, decision, unmet (requirement, text, lacking entities).
+
+    Assembled as engine.authorizer.Authorizer._decision does: a requirement is unmet
+    when it applies, no grant meets it, and it is not an "every" requirement that
+    lacks nothing. Every relation here is partitioned by request, so the joins and
+    groupings by request need no shuffle.
+    """
+    from pyspark.sql import functions as F
+
+    allowed = evaluation.relation("allowed").select(F.col("c0").alias("rid")).distinct().withColumn("ok", F.lit(True))
+    applies = evaluation.relation("applies").select(F.col("c0").alias("rid"), F.col("c1").alias("i")).distinct()
+    met = evaluation.relation("met").select(F.col("c0").alias("rid"), F.col("c1").alias("i"))
+    meta = F.broadcast(_requirements(spark, program))
+    unmet = applies.join(met, on=["rid", "i"], how="left_anti").join(meta, on="i")
+    lacking = evaluation.cache(
+        "lacking",
+        evaluation.relation("lacking").select(
+            F.col("c0").alias("rid"), F.col("c1").alias("i"), F.col("c2").alias("code")
+        ),
+    )
+    empty = F.array().cast("array<string>")
+    if lacking.isEmpty():
+        unmet = unmet.where(~F.col("every")).withColumn("lacking", empty)
+    else:
+        lacks = lacking.select("rid", "i").distinct().withColumn("lacks", F.lit(True))
+        unmet = unmet.join(lacks, on=["rid", "i"], how="left").where(~F.col("every") | F.col("lacks").isNotNull())
+        partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
+        # "every" requirements of wide deletes can lack millions of entities: never broadcast them
+        names = (
+            lacking.join(dictionary, on="code")
+            .groupBy("rid", "i")
+            .agg(F.sort_array(F.collect_set("value")).alias("lacking"))
+            .repartition(partitions, "rid")
+        )
+        unmet = unmet.join(names, on=["rid", "i"], how="left")
+    unmet = unmet.select(
+        "rid",
+        F.struct(F.col("requirement"), F.col("text"), F.coalesce(F.col("lacking"), empty).alias("lacking")).alias(
+            "unmet"
+        ),
+    )
+    per_request = unmet.groupBy("rid").agg(F.sort_array(F.collect_list("unmet")).alias("unmet"))
+    return (
+        requests.select("rid")
+        .join(allowed, on="rid", how="left")
+        .join(per_request, on="rid", how="left")
+        .select(
+            "rid",
+            F.when(F.col("ok").isNotNull(), F.lit("allow")).otherwise(F.lit("deny")).alias("decision"),
+            F.coalesce(F.col("unmet"), F.array().cast(per_request.schema["unmet"].dataType)).alias("unmet"),
+        )
+    )
+
+
+@dataclass
+class Decided:
+    """Every good request of the log with its decision, and the count of each."""
+
+    table: DataFrame  # rid, principal, operation, entity, args, timestamp, decision, unmet
+    rounds: int = 0
+    cached: list[DataFrame] = field(default_factory=list)
+
+
+def decide_all(
+    spark: SparkSession,
+    engine: SparkEngine,
+    deployment: Deployment,
+    requests: Requests,
+    progress: Progress,
+) -> Decided:
+    """Decide every good request, round by round."""
+    from pyspark import StorageLevel
+
+    table = dictionary(spark, engine, deployment, requests)
+    progress("checked the encoding: no two values share a code")
+    parts = []
+    rounds = 0
+    for round_ in plan_rounds(deployment, requests.good, progress):
+        rounds += 1
+        base, added = base_relations(deployment, round_, requests.args)
+        evaluation = engine.evaluate(base, outputs=DECIDE_OUTPUTS, added=added, partition=BY_REQUEST)
+        part = decisions(spark, engine.program, evaluation, round_.requests, table)
+        parts.append(part.persist(StorageLevel.MEMORY_AND_DISK))
+        parts[-1].count()  # decide this round before the next replaces the facts
+        evaluation.release()
+        progress(f"round {rounds}: decided")
+    combined = parts[0]
+    for part in parts[1:]:
+        combined = combined.union(part)
+    out = requests.good.join(combined, on="rid", how="inner")
+    return Decided(out, rounds, [table, *parts])
+
+
+# ---- visibility -----------------------------------------------------------------------
+
+
+def _needs_a_grant(op: Operation) -> bool:
+    """Whether some requirement always applies and can be met only through a grant."""
+    return any(
+        r.condition is None and all(t.scope is not Scope.EVERY for o in r.options for t in o.targets)
+        for r in op.requirements
+    )
+
+
+def _scopes(op: Operation) -> set[Scope]:
+    """The scopes of the first requirement that always needs a grant: candidates must meet it."""
+    for r in op.requirements:
+        if r.condition is None and all(t.scope is not Scope.EVERY for o in r.options for t in o.targets):
+            return {t.scope for o in r.options for t in o.targets}
+    return set()
+
+
+def visibility(spark: SparkSession, engine: SparkEngine, deployment: Deployment, progress: Progress) -> DataFrame:
+    """For every principal, each entity a listing shows it, with the grant that shows it.
+
+    A listing request is made for each principal and each entity of a listable type
+    that a grant of the principal (or of a group it is in) could show, judged by the
+    scopes of the listing's requirement: the granted entity itself, what encloses it
+    (self or descendant), or what it encloses (parent, an enclosing type). A listing
+    that needs no grant is asked for every principal and every entity of its type.
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from engine.spark.encoding import xxhash64
+
+    listings = [op for op in engine.program.policy.operations if op.verb is Verb.SHOWS]
+    base = dict(deployment.relations)
+    world = engine.evaluate(base, outputs=["holds", "ancestor"])
+    held = world.relation("holds").select(F.col("c0").alias("p"), F.col("c2").alias("e")).distinct()
+    ancestor = world.relation("ancestor").select(F.col("c0").alias("below"), F.col("c1").alias("above"))
+    types = spark.createDataFrame(
+        [(xxhash64(op.entity_type), xxhash64(op.qualified), op.entity_type) for op in listings],
+        "t long, o long, type string",
+    )
+    is_a = deployment.relations["is_a"].select(F.col("c0").alias("e"), F.col("c1").alias("t"))
+    parts = []
+    scopes = set().union(*(_scopes(op) for op in listings if _needs_a_grant(op)))
+    if scopes & {Scope.SELF, Scope.SELF_OR_DESCENDANT}:
+        parts.append(held)
+    if Scope.SELF_OR_DESCENDANT in scopes:
+        parts.append(held.join(ancestor.withColumnRenamed("below", "e"), on="e").select("p", F.col("above").alias("e")))
+    if scopes & {Scope.PARENT, Scope.ANCESTOR}:
+        parts.append(held.join(ancestor.withColumnRenamed("above", "e"), on="e").select("p", F.col("below").alias("e")))
+    candidates = spark.createDataFrame([], "p long, e long")
+    for part in parts:
+        candidates = candidates.union(part)
+    granted = [op for op in listings if _needs_a_grant(op)]
+    candidates = (
+        candidates.distinct()
+        .join(is_a, on="e")
+        .join(F.broadcast(types.where(F.col("type").isin(*(op.entity_type for op in granted)))), on="t")
+    )
+    free = [op.entity_type for op in listings if not _needs_a_grant(op)]
+    if free:
+        everyone = deployment.principals.select(F.xxhash64("principal").alias("p"))
+        open_entities = is_a.join(F.broadcast(types.where(F.col("type").isin(*free))), on="t")
+        candidates = candidates.unionByName(everyone.crossJoin(open_entities))
+    asked = (
+        candidates.select("p", "o", "e")
+        .withColumn("rid", F.monotonically_increasing_id())
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    progress(f"visibility: {asked.count():,} listing requests to decide")
+    base["request"] = asked.select(
+        F.col("rid").alias("c0"), F.col("p").alias("c1"), F.col("o").alias("c2"), F.col("e").alias("c3")
+    )
+    evaluation = engine.evaluate(base, outputs=["allowed", "met"], partition=BY_REQUEST)
+    allowed = evaluation.relation("allowed").select(F.col("c0").alias("rid")).distinct()
+    met = evaluation.relation("met").select(
+        F.col("c0").alias("rid"), F.col("c2").alias("a"), F.col("c3").alias("g"), F.col("c4").alias("v")
+    )
+    table = dictionary(spark, engine, deployment, None)
+    names = table.withColumnRenamed("code", "k")
+    witnesses = (
+        met.join(allowed, on="rid", how="left_semi")
+        .join(names.withColumnRenamed("k", "a").withColumnRenamed("value", "action"), on="a")
+        .join(names.withColumnRenamed("k", "g").withColumnRenamed("value", "granted"), on="g")
+        .join(names.withColumnRenamed("k", "v").withColumnRenamed("value", "holder"), on="v")
+        .groupBy("rid")
+        .agg(F.min(F.struct("action", "granted", "holder")).alias("w"))
+    )
+    shown = (
+        asked.join(allowed, on="rid", how="left_semi")
+        .join(witnesses, on="rid", how="left")
+        .join(names.withColumnRenamed("k", "p").withColumnRenamed("value", "principal"), on="p")
+        .join(names.withColumnRenamed("k", "e").withColumnRenamed("value", "entity"), on="e")
+    )
+    return shown.select(
+        "principal",
+        "entity",
+        deployment.vocabulary.entity_type(F.col("entity")).alias("type"),
+        F.col("w.action").alias("action"),
+        F.col("w.granted").alias("granted_entity"),
+        F.col("w.holder").alias("holder"),
+    )

@@ -1,0 +1,437 @@
+"""The pipeline's inputs: every row of the deployment's tables and of the access log checked.
+
+A row is checked as the reference engine checks a world and a request (CDAP's id
+forms, the policy's actions, operations and arguments), by Spark column
+expressions; a row that fails goes to the rejects with its table, the row as JSON
+and the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from dsl.ir import Operation, Policy
+from engine.authorizer import FALSE_WORDS, TRUE_WORDS, check_hierarchy
+from engine.ids import _SHAPES, DEFAULT_INSTANCE, ENTITY_TYPES, PRINCIPAL_KINDS, parent_type
+from privilog.pipeline.tables import PipelineError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+
+PRINCIPAL_NAME = r"[A-Za-z0-9_.@\-]+"  # engine.ids.parse_principal
+
+
+# ---- what a valid row is --------------------------------------------------------------
+
+
+def _java(pattern: str) -> str:
+    """A whole-string Java regular expression."""
+    return "^(?:" + pattern + r")\z"
+
+
+class Vocabulary:
+    """A policy's and CDAP's id scheme's checks and hierarchy, as Spark column expressions.
+
+    Each ``*_problem`` is null for a good value and otherwise the reason, worded as
+    the reference engine words it (engine.ids, engine.authorizer). Validity is one
+    regular expression per check, so the generated code stays small.
+    """
+
+    def __init__(self, policy: Policy, instance: str = DEFAULT_INSTANCE):
+        check_hierarchy(policy)
+        self.policy = policy
+        self.instance = instance
+        self.types = [t.name for t in policy.entity_types]
+        self.operations: dict[str, Operation] = {op.qualified: op for op in policy.operations}
+        self.above: dict[str, list[str]] = {}  # each type's enclosing types, nearest first
+        for name in ENTITY_TYPES:
+            chain, current = [], parent_type(name)
+            while current is not None:
+                chain.append(current)
+                current = parent_type(current)
+            self.above[name] = chain
+        self.depth = max(len(chain) for chain in self.above.values())
+
+    @staticmethod
+    def _ids(types: Iterable[str]) -> str:
+        return _java("|".join(f"{t}:(?:{_SHAPES[t].pattern})" for t in types))
+
+    @staticmethod
+    def entity_type(value: Column) -> Column:
+        from pyspark.sql import functions as F
+
+        return F.substring_index(value, ":", 1)
+
+    @staticmethod
+    def _name(value: Column) -> Column:
+        from pyspark.sql import functions as F
+
+        return F.regexp_extract(value, r"(?s)^[^:]*:(.*)$", 1)
+
+    def entity_problem(self, value: Column, in_policy: bool) -> Column:
+        from pyspark.sql import functions as F
+
+        kind = self.entity_type(value)
+        examples = F.create_map(*(F.lit(x) for t, shape in _SHAPES.items() for x in (t, shape.example)))
+        problem = (
+            F.when(value.isNull() | (value == ""), F.lit("missing entity id"))
+            .when(
+                ~value.contains(":"),
+                F.concat(
+                    F.lit("malformed entity id `"), value, F.lit("`: expected TYPE:NAME, such as `namespace:ns1`")
+                ),
+            )
+            .when(
+                ~kind.isin(*ENTITY_TYPES),
+                F.concat(F.lit("unknown entity type `"), kind, F.lit("` in `"), value, F.lit("`")),
+            )
+            .when(
+                ~value.rlike(self._ids(ENTITY_TYPES)),
+                F.concat(
+                    F.lit("malformed "),
+                    kind,
+                    F.lit(" id `"),
+                    value,
+                    F.lit("`: expected the form `"),
+                    F.try_element_at(examples, kind),
+                    F.lit("`"),
+                ),
+            )
+        )
+        if in_policy:
+            problem = problem.when(
+                ~kind.isin(*self.types),
+                F.concat(F.lit(f"policy {self.policy.name} has no entity type `"), kind, F.lit("`")),
+            )
+        valid = self._ids(self.types if in_policy else ENTITY_TYPES)
+        return F.when(value.isNotNull() & value.rlike(valid), F.lit(None).cast("string")).otherwise(problem)
+
+    def principal_problem(self, value: Column) -> Column:
+        from pyspark.sql import functions as F
+
+        kind = F.substring_index(value, ":", 1)
+        valid = _java(f"(?:{'|'.join(PRINCIPAL_KINDS)}):{PRINCIPAL_NAME}")
+        problem = (
+            F.when(value.isNull() | (value == ""), F.lit("missing principal"))
+            .when(
+                ~value.contains(":") | ~kind.isin(*PRINCIPAL_KINDS),
+                F.concat(
+                    F.lit("malformed principal `"), value, F.lit("`: expected user:NAME, group:NAME or role:NAME")
+                ),
+            )
+            .otherwise(
+                F.concat(F.lit("malformed principal `"), value, F.lit("`: a name is letters, digits and `_ . @ -`"))
+            )
+        )
+        return F.when(value.isNotNull() & value.rlike(valid), F.lit(None).cast("string")).otherwise(problem)
+
+    def action_problem(self, value: Column) -> Column:
+        from pyspark.sql import functions as F
+
+        known = ", ".join(self.policy.actions)
+        return F.when(value.isNull() | (value == ""), F.lit(f"missing action: actions are {known} and ALL")).when(
+            ~value.isin(*self.policy.actions, "ALL"),
+            F.concat(F.lit("unknown action `"), value, F.lit(f"`: actions are {known} and ALL")),
+        )
+
+    def _enclosing(self, value: Column, above: str) -> Column:
+        """The id of the entity of type ``above`` that encloses ``value``, from the id alone."""
+        from pyspark.sql import functions as F
+
+        if above == "instance":
+            return F.lit(f"instance:{self.instance}")
+        if above == "namespace":
+            return F.concat(F.lit("namespace:"), F.substring_index(self._name(value), ".", 1))
+        if above == "application":
+            return F.concat(F.lit("application:"), F.substring_index(self._name(value), ".", 2))
+        raise PipelineError(f"no id form for an enclosing `{above}`")
+
+    def enclosing(self, value: Column, kind: Column) -> Column:
+        """The id of the entity of type ``kind`` (a column) that encloses ``value``, or null."""
+        from pyspark.sql import functions as F
+
+        own = self.entity_type(value)
+        out = F.lit(None).cast("string")
+        for above in sorted({a for chain in self.above.values() for a in chain}):
+            types = [t for t, chain in self.above.items() if above in chain]
+            out = F.when((kind == above) & own.isin(*types), self._enclosing(value, above)).otherwise(out)
+        return out
+
+    def parent(self, value: Column) -> Column:
+        """The id of the entity ``value`` sits in (engine.ids.EntityId.parent), or null at the top."""
+        from pyspark.sql import functions as F
+
+        kind = self.entity_type(value)
+        out = F.lit(None).cast("string")
+        for above in {chain[0] for chain in self.above.values() if chain}:
+            types = [t for t, chain in self.above.items() if chain and chain[0] == above]
+            out = F.when(kind.isin(*types), self._enclosing(value, above)).otherwise(out)
+        return out
+
+    def chain(self, value: Column) -> Column:
+        """An array of the entity and every entity enclosing it, nearest first."""
+        from pyspark.sql import functions as F
+
+        kind = self.entity_type(value)
+        levels: list[Column] = [value]
+        for depth in range(self.depth):
+            found = F.lit(None).cast("string")
+            for above in {chain[depth] for chain in self.above.values() if len(chain) > depth}:
+                types = [t for t, chain in self.above.items() if len(chain) > depth and chain[depth] == above]
+                found = F.when(kind.isin(*types), self._enclosing(value, above)).otherwise(found)
+            levels.append(found)
+        return F.filter(F.array(*levels), lambda x: x.isNotNull())
+
+
+def _row_json(df: DataFrame, columns: Sequence[str]) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.to_json(F.struct(*(F.col(c) for c in columns)))
+
+
+def _rejects(df: DataFrame, table: str, problem: Column) -> tuple[DataFrame, DataFrame]:
+    """Split a table into its good rows and its rejects (table, row as JSON, reason)."""
+    from pyspark.sql import functions as F
+
+    checked = df.withColumn("_problem", problem)
+    good = checked.where(F.col("_problem").isNull()).drop("_problem")
+    bad = checked.where(F.col("_problem").isNotNull()).select(
+        F.lit(table).alias("table"), _row_json(df, df.columns).alias("row"), F.col("_problem").alias("reason")
+    )
+    return good, bad
+
+
+# ---- the deployment -------------------------------------------------------------------
+
+
+@dataclass
+class Deployment:
+    """The inventory, grants and memberships, checked, as encoded base relations."""
+
+    vocabulary: Vocabulary
+    relations: dict[str, DataFrame]  # grant, member_of, child_of, is_a: encoded
+    existing: DataFrame  # entity (strings), persisted
+    values: DataFrame  # every string the relations hold (one column, value)
+    principals: DataFrame  # every principal the grants and memberships name (principal)
+    rejects: DataFrame
+
+
+def encoded(*columns: str) -> list[Column]:
+    """The columns as the engine's 64-bit ids, named ``c0``, ``c1``, ... as in the base relations."""
+    from pyspark.sql import functions as F
+
+    return [F.xxhash64(F.col(c)).alias(f"c{i}") for i, c in enumerate(columns)]
+
+
+def load_deployment(
+    spark: SparkSession,
+    vocabulary: Vocabulary,
+    entities: DataFrame,
+    grants: DataFrame,
+    members: DataFrame | None,
+) -> Deployment:
+    """Check the world's tables and turn them into base relations."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    good_entities, bad_entities = _rejects(entities, "entities", vocabulary.entity_problem(F.col("entity"), False))
+    existing = (
+        good_entities.select(F.explode(vocabulary.chain(F.col("entity"))).alias("entity"))
+        .distinct()
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    grant_problem = F.coalesce(
+        vocabulary.principal_problem(F.col("principal")),
+        vocabulary.action_problem(F.col("action")),
+        vocabulary.entity_problem(F.col("entity"), False),
+    )
+    good_grants, bad_grants = _rejects(grants, "grants", grant_problem)
+    actions = F.array(*(F.lit(a) for a in vocabulary.policy.actions))
+    grant_rows = good_grants.select(
+        "principal",
+        F.explode(F.when(F.col("action") == "ALL", actions).otherwise(F.array(F.col("action")))).alias("action"),
+        "entity",
+    )
+    if members is None:
+        members = spark.createDataFrame([], "principal string, group string")
+    member_problem = F.coalesce(
+        vocabulary.principal_problem(F.col("principal")), vocabulary.principal_problem(F.col("group"))
+    )
+    good_members, bad_members = _rejects(members, "members", member_problem)
+    parents = existing.select("entity", vocabulary.parent(F.col("entity")).alias("parent"))
+    relations = {
+        "grant": grant_rows.select(*encoded("principal", "action", "entity")),
+        "member_of": good_members.select(*encoded("principal", "group")),
+        "child_of": parents.where(F.col("parent").isNotNull()).select(*encoded("entity", "parent")),
+        "is_a": existing.select(*encoded("entity"), F.xxhash64(vocabulary.entity_type(F.col("entity"))).alias("c1")),
+    }
+    principals = (
+        good_grants.select("principal")
+        .union(good_members.select("principal"))
+        .union(good_members.select(F.col("group").alias("principal")))
+        .distinct()
+    )
+    values = (
+        existing.select(F.col("entity").alias("value"))
+        .union(existing.select(vocabulary.entity_type(F.col("entity")).alias("value")))
+        .union(good_grants.select(F.col("entity").alias("value")))
+        .union(grant_rows.select(F.col("action").alias("value")))
+        .union(principals.select(F.col("principal").alias("value")))
+    )
+    return Deployment(
+        vocabulary, relations, existing, values, principals, bad_entities.union(bad_grants).union(bad_members)
+    )
+
+
+# ---- requests -------------------------------------------------------------------------
+
+
+@dataclass
+class Requests:
+    """The access log checked against a policy: good requests (with ``rid``) and their arguments."""
+
+    good: DataFrame  # rid, principal, operation, entity, args, timestamp (persisted)
+    args: DataFrame  # rid, name, value: the normalised arguments of good requests
+    rejects: DataFrame
+
+
+def number_requests(requests: DataFrame) -> DataFrame:
+    """The access log with a row id ``rid`` (the same each time the same files are read)."""
+    from pyspark.sql import functions as F
+
+    return requests.withColumn("rid", F.monotonically_increasing_id())
+
+
+def _message(*parts: str | Column) -> Column:
+    """A reason built of literal text and columns."""
+    from pyspark.sql import functions as F
+
+    return F.concat(*(F.lit(p) if isinstance(p, str) else p for p in parts))
+
+
+def check_requests(spark: SparkSession, vocabulary: Vocabulary, numbered: DataFrame) -> Requests:
+    """Check each request as engine.authorizer.Authorizer.request does; normalise its arguments.
+
+    The log is partitioned by request id first; the few requests with arguments have
+    them checked one per row and joined back by request id, with no further shuffle
+    (one expression checking every argument of every row would be too large to compile).
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    policy = vocabulary.policy
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
+    log = numbered.repartition(partitions, "rid")
+    operation = F.col("operation")
+    op_type = _lookup({op.qualified: op.entity_type for op in policy.operations}, F.coalesce(operation, F.lit("")))
+    kind = vocabulary.entity_type(F.col("entity"))
+    has_args = F.col("args").isNotNull() & (F.trim(F.col("args")) != "")
+    arguments = log.where(has_args).select("rid", "operation", "entity", _json_object(F.col("args")).alias("map"))
+    entries = _check_arguments(vocabulary, arguments)
+    first_problem = (
+        entries.where(F.col("problem").isNotNull())
+        .groupBy("rid")
+        .agg(F.min_by(F.col("problem"), F.col("position")).alias("_arg_problem"))
+    )
+    not_json = arguments.where(F.col("map").isNull()).select("rid", F.lit(True).alias("_not_json"))
+    problem = F.coalesce(
+        vocabulary.principal_problem(F.col("principal")),
+        F.when(
+            op_type.isNull(),
+            _message("unknown operation `", F.coalesce(operation, F.lit("")), f"` in policy {policy.name}"),
+        ),
+        vocabulary.entity_problem(F.col("entity"), True),
+        F.when(
+            kind != op_type,
+            _message("`", operation, "` acts on a ", op_type, ", but `", F.col("entity"), "` is a ", kind),
+        ),
+        F.when(F.col("_not_json").isNotNull(), _message("args `", F.col("args"), "` is not a JSON object")),
+        F.col("_arg_problem"),
+    )
+    original = ["principal", "operation", "entity", "args", "timestamp"]
+    checked = (
+        log.join(not_json, on="rid", how="left")
+        .join(first_problem, on="rid", how="left")
+        .select("rid", *original, problem.alias("_problem"))
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    good = checked.where(F.col("_problem").isNull()).drop("_problem")
+    rejects = checked.where(F.col("_problem").isNotNull()).select(
+        F.lit("requests").alias("table"), _row_json(checked, original).alias("row"), F.col("_problem").alias("reason")
+    )
+    args = (
+        entries.where(F.col("keep")).join(good.select("rid"), on="rid", how="left_semi").select("rid", "name", "value")
+    )
+    return Requests(good, args, rejects)
+
+
+def _json_object(text: Column) -> Column:
+    """A JSON object as a map of strings, null if it is not one; a key given twice keeps its last
+    value, as Python's json reads it (from_json keeps both; map_from_entries applies LAST_WIN)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    return F.map_from_entries(F.map_entries(F.from_json(text, T.MapType(T.StringType(), T.StringType()))))
+
+
+def _lookup(pairs: Mapping[str, str], key: Column) -> Column:
+    """The value for ``key`` in a small literal map, or null."""
+    from pyspark.sql import functions as F
+
+    if not pairs:
+        return F.lit(None).cast("string")
+    return F.try_element_at(F.create_map(*(F.lit(x) for pair in pairs.items() for x in pair)), key)
+
+
+def _check_arguments(vocabulary: Vocabulary, arguments: DataFrame) -> DataFrame:
+    """One row per request argument: rid, position, its problem (or null), and, normalised,
+    its name and value, and whether the reference engine keeps it as a fact."""
+    from pyspark.sql import functions as F
+
+    policy = vocabulary.policy
+    params = {f"{op.qualified}|{p.name}": p for op in policy.operations for p in op.params}
+    takes = {op.qualified: ", ".join(f"${p.name}" for p in op.params) or "no arguments" for op in policy.operations}
+    entries = arguments.where(F.col("map").isNotNull()).select(
+        "rid", "operation", "entity", F.posexplode("map").alias("position", "key", "raw")
+    )
+    operation = F.col("operation")
+    name = F.regexp_replace(F.col("key"), r"^\$+", "")
+    value = F.coalesce(F.col("raw"), F.lit("None"))
+    key = F.concat(operation, F.lit("|"), name)
+    wanted = _lookup({k: p.type for k, p in params.items()}, key)
+    within = _lookup({k: p.within for k, p in params.items() if p.within}, key)
+    mine, theirs = vocabulary.enclosing(F.col("entity"), within), vocabulary.enclosing(value, within)
+    word = F.lower(F.regexp_replace(value, r"(?U)^\s+|\s+$", ""))  # as Python's str.strip()
+    problem = (
+        F.when(wanted.isNull(), _message("`", operation, "` takes ", _lookup(takes, operation), "; not `$", name, "`"))
+        .when(
+            (wanted == "bool") & ~word.isin(*TRUE_WORDS, *FALSE_WORDS),
+            _message("`$", name, "` is true or false, not `", value, "`"),
+        )
+        .when(
+            wanted != "bool",
+            F.coalesce(
+                vocabulary.entity_problem(value, True),
+                F.when(
+                    vocabulary.entity_type(value) != wanted,
+                    _message("`$", name, "` of `", operation, "` names a ", wanted, ", not `", value, "`"),
+                ),
+                F.when(
+                    within.isNotNull() & ~mine.eqNullSafe(theirs),
+                    _message(
+                        "`$", name, "` of `", operation, "` must be a ", vocabulary.entity_type(value), " in ",
+                        F.coalesce(mine, within), ", not `", value, "`",
+                    ),
+                ),
+            ),
+        )
+    )  # fmt: skip
+    # A true boolean becomes "true"; a false one is left out, as the reference engine does.
+    keep = (wanted != "bool") | word.isin(*TRUE_WORDS)
+    normal = F.when(wanted == "bool", F.lit("true")).otherwise(value)
+    return entries.select(
+        "rid", "position", problem.alias("problem"), name.alias("name"), normal.alias("value"), keep.alias("keep")
+    )

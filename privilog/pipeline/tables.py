@@ -1,0 +1,114 @@
+"""The pipeline's tables: their columns and formats, reading and writing them, and the Spark session.
+
+Shared by the pipeline's commands and by ``privilog generate``, which writes the
+tables these read.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dsl.errors import PrivilogError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+TABLES: dict[str, tuple[str, ...]] = {
+    "entities": ("entity",),
+    "grants": ("principal", "action", "entity"),
+    "members": ("principal", "group"),
+    "requests": ("principal", "operation", "entity", "args", "timestamp"),
+}
+FORMATS = ("csv", "json", "parquet")
+
+
+class PipelineError(PrivilogError):
+    """Input tables that cannot be read as the pipeline needs them."""
+
+
+# ---- progress -------------------------------------------------------------------------
+
+
+class Progress:
+    """Timed progress lines on stderr (Spark's own progress bar is off)."""
+
+    def __init__(self, quiet: bool = False, stream: Any = None):
+        self.started = time.monotonic()
+        self.quiet = quiet
+        self.stream = stream or sys.stderr
+
+    def __call__(self, line: str) -> None:
+        if not self.quiet:
+            print(f"[{time.monotonic() - self.started:7.1f}s] {line}", file=self.stream, flush=True)
+
+
+# ---- Spark and tables -----------------------------------------------------------------
+
+
+def spark_session(
+    master: str | None = None, driver_memory: str | None = None, partitions: int | None = None
+) -> SparkSession:
+    """The pipeline's Spark session (see engine.spark.session).
+
+    Spark's own choice of what to broadcast is off: it judges a cached table by its
+    compressed size, and at 10^7 requests broadcast the decisions table it was about to
+    write (out of memory). The engine and the pipeline say what to broadcast themselves.
+    """
+    from engine.spark.session import make_session
+
+    session = make_session(master, driver_memory, partitions, app_name="privilog-pipeline")
+    session.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    return session
+
+
+def infer_format(path: Path) -> str:
+    """A table's format from its name: ``.csv``, ``.json``/``.jsonl``, else Parquet."""
+    name = path.name.lower()
+    if name.endswith(".csv"):
+        return "csv"
+    if name.endswith((".json", ".jsonl", ".ndjson")):
+        return "json"
+    if path.is_dir():
+        files = [p.name.lower() for p in path.iterdir() if not p.name.startswith((".", "_"))]
+        for fmt, suffixes in (("csv", (".csv",)), ("json", (".json", ".jsonl"))):
+            if files and all(f.endswith(suffixes) for f in files):
+                return fmt
+    return "parquet"
+
+
+def read_table(spark: SparkSession, path: Path | str, fmt: str | None, table: str) -> DataFrame:
+    """A table's columns as strings; ``args`` and ``timestamp`` of requests may be absent."""
+    from pyspark.sql import functions as F
+
+    path = Path(path)
+    if not path.exists():
+        raise PipelineError(f"{path}: no such file or folder (the {table} table)")
+    fmt = fmt or infer_format(path)
+    columns = TABLES[table]
+    if fmt == "csv":
+        df = spark.read.option("header", True).option("escape", '"').option("mode", "PERMISSIVE").csv(str(path))
+    elif fmt == "json":
+        # columns inferred (as strings), so that a missing one is reported rather than read as nulls
+        df = spark.read.option("primitivesAsString", True).option("mode", "PERMISSIVE").json(str(path))
+    elif fmt == "parquet":
+        df = spark.read.parquet(str(path))
+    else:
+        raise PipelineError(f"unknown format `{fmt}`: formats are {', '.join(FORMATS)}")
+    optional = ("args", "timestamp") if table == "requests" else ()
+    missing = [c for c in columns if c not in df.columns and c not in optional]
+    if missing:
+        raise PipelineError(
+            f"{path}: the {table} table needs the columns {', '.join(columns)}; "
+            f"missing {', '.join(missing)} (found {', '.join(df.columns) or 'none'})"
+        )
+    return df.select(
+        *(F.col(c).cast("string").alias(c) if c in df.columns else F.lit(None).cast("string").alias(c) for c in columns)
+    )
+
+
+def write_table(df: DataFrame, path: Path) -> None:
+    df.write.mode("overwrite").parquet(str(path))

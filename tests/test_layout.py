@@ -1,0 +1,195 @@
+"""The import rules of ARCHITECTURE.md, read from the source with ``ast`` (nothing here imports privilog).
+
+* Layers: ``dsl`` < ``engine`` < ``proofs`` < ``privilog``; a module never imports a higher layer.
+* Rooms of ``privilog``: an application room (``repl``, ``testing``, ``pipeline``) and a shared
+  module (``api``, ``render``, ``usage``) import the shared modules and the layers below, never an
+  application room but their own; only ``cli`` (and ``python -m privilog``) dispatches to them.
+* No two modules import each other, directly or around a circle: every import counts, at the top
+  of a module, inside a function, or under ``TYPE_CHECKING``.
+* PySpark is imported only by ``engine.spark`` and ``privilog.pipeline``.
+* ``privilog check`` loads neither networkx, pyDatalog nor PySpark.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ("dsl", "engine", "proofs", "privilog")
+APPLICATIONS = {"repl", "testing", "pipeline"}
+SHARED = {"__init__", "api", "render", "usage"}  # the face's bottom: any room may import these
+DISPATCHERS = {"cli", "__main__"}  # may import any room
+SPARK_ALLOWED = ("engine.spark", "privilog.pipeline")
+NEVER_ON_CHECK = ("networkx", "pyDatalog", "pyspark")
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement's target, where it is, and whether it runs when the module loads."""
+
+    importer: str
+    target: str
+    line: int
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+@cache
+def modules() -> dict[str, Path]:
+    """Every module of the four layers, by dotted name."""
+    found = {}
+    for layer in LAYERS:
+        for path in sorted((ROOT / layer).rglob("*.py")):
+            if "__pycache__" not in path.parts:
+                found[_module_name(path)] = path
+    return found
+
+
+def _package(name: str, path: Path) -> str:
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+@cache
+def imports() -> tuple[Import, ...]:
+    """Every import in every module (any depth of the tree), resolved to the module it names."""
+    known = modules()
+    found = []
+    for name, path in known.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    package = _package(name, path).split(".")
+                    anchor = ".".join(package[: len(package) - node.level + 1])
+                    base = f"{anchor}.{base}" if base else anchor
+                # `from package import module` names the module; `from module import name` the module
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+            found += [Import(name, target, node.lineno) for target in targets]
+    return tuple(found)
+
+
+def _ours(target: str) -> str | None:
+    """The module of ours an import target names (its longest known prefix), or None."""
+    known = modules()
+    parts = target.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in known:
+            return candidate
+    return None
+
+
+def _layer(module: str) -> int:
+    return LAYERS.index(module.split(".")[0])
+
+
+def _room(module: str) -> str:
+    """The room of a privilog module: ``cli``, ``repl``, ..., ``api``; ``__init__`` for the package itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _edges() -> list[tuple[str, str, int]]:
+    edges = set()
+    for found in imports():
+        target = _ours(found.target)
+        if target is not None and target != found.importer:
+            edges.add((found.importer, target, found.line))
+    return sorted(edges)
+
+
+def test_the_modules_are_found() -> None:
+    assert {"dsl", "engine.authorizer", "proofs.prover", "privilog.api", "privilog.cli.commands"} <= set(modules())
+    assert len(_edges()) > 100
+
+
+def test_no_layer_imports_a_higher_one() -> None:
+    upward = [
+        f"{modules()[a].relative_to(ROOT)}:{line}: {a} imports {b}" for a, b, line in _edges() if _layer(b) > _layer(a)
+    ]
+    assert not upward, "\n".join(upward)
+
+
+def test_a_room_of_the_face_imports_no_other_application() -> None:
+    crossing = []
+    for a, b, line in _edges():
+        if not (a.startswith("privilog") and b.startswith("privilog")):
+            continue
+        importer, imported = _room(a), _room(b)
+        if importer in DISPATCHERS or imported == importer or imported in SHARED:
+            continue
+        crossing.append(f"{modules()[a].relative_to(ROOT)}:{line}: {a} (room {importer}) imports {b} (room {imported})")
+    assert not crossing, "\n".join(crossing)
+
+
+def test_every_room_says_what_it_is_and_what_it_may_import() -> None:
+    for room in ("cli", "repl", "testing", "pipeline", "render"):
+        init = ROOT / "privilog" / room / "__init__.py"
+        docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert docstring and "import" in docstring.lower(), f"{init} needs a docstring saying what it may import"
+
+
+def test_no_two_modules_import_each_other() -> None:
+    graph = nx.DiGraph()
+    graph.add_nodes_from(modules())
+    graph.add_edges_from((a, b) for a, b, _ in _edges())
+    circles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
+    assert not circles, "import circles: " + "; ".join(" <-> ".join(c) for c in circles)
+
+
+def test_pyspark_is_imported_only_by_the_spark_backend_and_the_pipeline() -> None:
+    elsewhere = [
+        f"{modules()[found.importer].relative_to(ROOT)}:{found.line}: {found.target}"
+        for found in imports()
+        if found.target.split(".")[0] in ("pyspark", "py4j") and not found.importer.startswith(SPARK_ALLOWED)
+    ]
+    assert not elsewhere, "\n".join(elsewhere)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check", "user:a", "namespace.get", "namespace:n"],
+        ["check", "user:a", "namespace.get", "namespace:n", "--world", "privilog/samples/world.yaml", "--explain"],
+    ],
+    ids=["empty world", "sample world, explained"],
+)
+def test_privilog_check_loads_no_heavy_library(argv: list[str]) -> None:
+    script = (
+        "import sys\n"
+        "from privilog.cli import main\n"
+        f"code = main({argv!r})\n"
+        f"print(code, *sorted(m for m in {NEVER_ON_CHECK!r} if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    code, *loaded = done.stdout.split("\n")[-2].split()
+    assert code in ("0", "1"), done.stdout
+    assert loaded == [], f"`privilog {' '.join(argv)}` loaded {', '.join(loaded)}"
+
+
+def test_every_package_is_shipped() -> None:
+    """A subpackage missing from pyproject.toml works from the repository and is absent when installed."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    packages = {name for name, path in modules().items() if path.name == "__init__.py"}
+    assert packages - listed == set()
