@@ -335,7 +335,13 @@ class Authorizer:
 
         Raises RequestError for a request that is not well formed (never an allow).
         """
-        if not args and principal.__class__ is str is operation.__class__ is entity.__class__ and principal in self._principals:
+        if (
+            not args
+            and isinstance(principal, str)
+            and isinstance(operation, str)
+            and isinstance(entity, str)
+            and principal in self._principals
+        ):
             # the common case, without building a Request: a principal and an entity seen
             # (and checked) before, on an existing entity of the operation's type
             op = self._operations.get(operation)

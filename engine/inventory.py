@@ -31,8 +31,8 @@ class Inventory:
         count = self._count
         inside = self._inside
         for entity in self._listed:  # in bulk: count, then index each existing entity once
-            for place in self.chain(entity):
-                count[place] += 1
+            for encloser in self.chain(entity):
+                count[encloser] += 1
         for entity in count:
             for place in (None, *self.chain(entity)[1:]):
                 by_type = inside.get(place)
