@@ -18,6 +18,7 @@ from pathlib import Path
 
 from dsl.check import check
 from dsl.errors import PolicyError, PolicyErrors, PrivilogError
+from dsl.files import read_policy_text
 from dsl.format import format_policy, format_text
 from dsl.ir import Policy
 from dsl.lower import lower
@@ -104,10 +105,7 @@ def _with_includes(policy: Policy, base: Path | None, seen: tuple[str, ...], inc
         key = str(path.resolve())
         if key in seen:
             raise PolicyError(f"`{name}` includes itself", policy.span)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            raise PrivilogError(f"{path}: cannot read the included policy: {error}") from None
+        text = read_policy_text(path, "included policy")
         child = parse_unchecked(text, str(path))
         included.append(_with_includes(child, path.parent, (*seen, key), include_prelude=False))
     return _merge(policy, included)
@@ -146,10 +144,7 @@ def _with_sources(error: PolicyError | PolicyErrors, known: dict[str, str]) -> P
 def load_policy(name: str) -> Policy:
     """Load a checked policy by path or by its name in ``rules/``."""
     path = resolve_policy_path(name)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise PrivilogError(f"{path}: cannot read the policy: {error}") from None
+    text = read_policy_text(path)
     unchecked = parse_unchecked(text, str(path))
     merged = _with_includes(unchecked, path.parent, (str(path.resolve()),), include_prelude=True)
     try:

@@ -136,18 +136,20 @@ class Authorizer:
         self._apply({}, {"member_of": set(gone)})
         return gone
 
-    def add_entity(self, entity: EntityId) -> list[EntityId]:
-        """Create an entity (and what encloses it); return the entities that exist now and did not."""
-        self.world.add_entity(entity)
+    def add_entity(self, actor: str, entity: EntityId) -> list[EntityId]:
+        """Create an entity (and what encloses it) as the authorization admin ``actor``;
+        return the entities that exist now and did not."""
+        self.world.add_entity(actor, entity)
         born = self.inventory.add(entity)
         self._apply(self.inventory.facts(born), {})
         return born
 
-    def delete_entity(self, entity: EntityId) -> set[EntityId]:
-        """Delete an entity and everything inside it (grants are kept); return what was deleted."""
+    def delete_entity(self, actor: str, entity: EntityId) -> set[EntityId]:
+        """Delete an entity and everything inside it (grants are kept) as the authorization admin
+        ``actor``; return what was deleted."""
         doomed = {entity, *self.inventory.within(entity)} if self.inventory.exists(entity) else set()
         listed = {e for e in doomed if e in self.world.entities} | ({entity} & self.world.entities)
-        self.world.forget_entities(listed)
+        self.world.forget_entities(actor, listed)
         gone = self.inventory.remove(entity)
         self._apply({}, self.inventory.facts(gone))
         return doomed

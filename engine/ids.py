@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from dsl.errors import PrivilogError, did_you_mean
+from dsl.errors import OneLineError, did_you_mean
 
 
-class IdError(PrivilogError):
+class IdError(OneLineError):
     """A malformed entity or principal id."""
 
 
@@ -80,6 +80,16 @@ class EntityId:
     type: str
     name: str
 
+    def __post_init__(self) -> None:
+        """Every EntityId is valid, however it is made: what privilog writes, it reads back."""
+        pattern = _COMPILED.get(self.type) if isinstance(self.type, str) else None
+        if pattern is None:
+            hint = did_you_mean(str(self.type), _SHAPES) or f"entity types are {', '.join(_SHAPES)}"
+            raise IdError(f"unknown entity type `{self.type}`: {hint}")
+        if not isinstance(self.name, str) or not pattern.match(self.name):
+            example = _SHAPES[self.type].example
+            raise IdError(f"malformed {self.type} id `{self.type}:{self.name}`: expected the form `{example}`")
+
     @classmethod
     def parse(cls, text: str) -> EntityId:
         """Parse ``type:name``; raise :class:`IdError` saying what is wrong and what is expected."""
@@ -91,10 +101,7 @@ class EntityId:
         if type_name not in _SHAPES:
             hint = did_you_mean(type_name, _SHAPES) or f"entity types are {', '.join(_SHAPES)}"
             raise IdError(f"unknown entity type `{type_name}` in `{text}`: {hint}")
-        shape = _SHAPES[type_name]
-        if not _COMPILED[type_name].match(name):
-            raise IdError(f"malformed {type_name} id `{text}`: expected the form `{shape.example}`")
-        return cls(type_name, name)
+        return cls(type_name, name)  # the name is checked by __post_init__
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -128,6 +135,16 @@ class EntityId:
 
     def __str__(self) -> str:
         return f"{self.type}:{self.name}"
+
+
+INSTANCE_NAME = _COMPILED["instance"]
+
+
+def parse_instance(text: str) -> str:
+    """Validate an instance's name (as the name of an ``instance:`` id) and return it."""
+    if not isinstance(text, str) or not INSTANCE_NAME.match(text):
+        raise IdError(f"malformed instance name {text!r}: a name is letters, digits, `_` and `-`, such as cdap")
+    return text
 
 
 def parse_principal(text: str) -> str:

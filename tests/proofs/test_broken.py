@@ -139,8 +139,8 @@ def test_multi_entity_delete_breaks_when_delete_forgets_what_is_inside() -> None
 class ForgetfulWorld(World):
     """A world whose delete revokes the grants on what it deletes, as a naive store would."""
 
-    def delete_entity(self, entity: EntityId) -> set[EntityId]:
-        doomed = super().delete_entity(entity)
+    def delete_entity(self, actor: str, entity: EntityId) -> set[EntityId]:
+        doomed = super().delete_entity(actor, entity)
         self.grants = {g for g in self.grants if g.entity not in doomed}
         return doomed
 
@@ -181,7 +181,7 @@ class OpenWorld(World):
     def is_admin(self, principal: str) -> bool:
         return principal in self.admins
 
-    def _require_admin(self, actor: str) -> None:
+    def _require_admin(self, actor: str, what: str = "grants") -> None:
         return None
 
 

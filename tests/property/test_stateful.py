@@ -300,7 +300,7 @@ def machine_for(policy: Policy, backends: tuple[str, ...]) -> type[RuleBasedStat
 
         @rule(entity=st.sampled_from([*ENTITIES, *NAMES.kerberos]))
         def add_entity(self, entity: str) -> None:
-            self.change(f"add entity {entity}", lambda a: a.add_entity(EntityId.parse(entity)))
+            self.change(f"add entity {entity}", lambda a: a.add_entity(ROOT, EntityId.parse(entity)))
 
         @rule(data=st.data())
         def delete_entity(self, data: st.DataObject) -> None:
@@ -308,7 +308,7 @@ def machine_for(policy: Policy, backends: tuple[str, ...]) -> type[RuleBasedStat
             places = [e for e in existing if e.startswith(("namespace:", "application:"))]
             pool = places * 3 + existing if existing else ENTITIES
             entity = data.draw(st.one_of(st.sampled_from(pool), st.sampled_from(ENTITIES)), label="delete")
-            self.change(f"delete entity {entity}", lambda a: a.delete_entity(EntityId.parse(entity)))
+            self.change(f"delete entity {entity}", lambda a: a.delete_entity(ROOT, EntityId.parse(entity)))
 
         # ---- questions ----------------------------------------------------------
 
