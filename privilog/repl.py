@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import dsl
-from dsl.check import ancestor_types
+from dsl.check import ancestor_types, prelude_relations
 from dsl.errors import PolicyError, PolicyErrors, PrivilogError, did_you_mean
 from dsl.files import read_policy_text
 from dsl.ir import Atom, Literal, Policy, Span
@@ -42,13 +42,14 @@ from engine.authorizer import Authorizer
 from engine.decision import Change, Decision, GrantChange, MembershipChange, Request
 from engine.ids import EntityId, IdError, parse_principal
 from engine.program import Row
-from engine.query import solve
+from engine.query import Budget, QueryLimit, solve, time_limit
 from engine.world import ALL, Grant, World, load_world, save_world
 from privilog.api import load_world_for
 from privilog.explain import render_decision, render_short, render_visible, witness_sentence
 
 MAX_ROWS = 10_000  # a query stops collecting bindings after this many
 MAX_ROWS_SHOWN = 100
+MAX_RULE_LITERALS = 64  # a session's rule is compiled; a wider join is written as several rules
 _QUERY_HEAD = "repl_query() :-\n"  # a query is parsed as the body of a rule with this head
 
 
@@ -619,14 +620,27 @@ class Session:
         if not parsed.rules or others:
             raise ReplError("`rule` takes Datalog rules and facts, such as " + COMMANDS["rule"].example)
         base = {r.name for r in self.policy.relations}
+        _, derived = prelude_relations(self.policy)
         for rule in parsed.rules:
+            if len(rule.body) > MAX_RULE_LITERALS:
+                raise ReplError(
+                    f"a rule in the session has at most {MAX_RULE_LITERALS} literals, not {len(rule.body)}: "
+                    "split it into rules for smaller relations"
+                )
             if rule.head.predicate in base:
                 raise ReplError(
                     f"`{rule.head.predicate}` is a base relation: its facts come from the world "
                     "(use `grant`, `entity add`, or edit the world file); derive a new relation instead"
                 )
+            if rule.head.predicate in derived:
+                raise ReplError(
+                    f"`{rule.head.predicate}` is defined by the prelude (rules/prelude/requirements.policy): "
+                    "a rule may not add to it (decisions change only by grants of an admin); "
+                    "derive a new relation instead"
+                )
         policy = self._policy_with([*self.rules, text])
-        self._rebuild(policy)
+        with time_limit(Budget.from_env()):  # evaluating it may take long: a crafted join
+            self._rebuild(policy)  # on the limit, the session keeps its authorizer as it was
         self.rules.append(text)
         heads = sorted({r.head.predicate for r in parsed.rules})
         return f"added to the session's policy (rules added: {len(self.rules)}); defines {', '.join(heads)}"
@@ -651,11 +665,17 @@ class Session:
         names = list(dict.fromkeys(v for lit in body for v in lit.variables if not v.startswith("_")))
         rows: dict[Row, None] = {}
         complete = True
-        for binding in solve(self.authorizer.backend.query, body):
-            rows[tuple(binding[n] for n in names)] = None
-            if len(rows) >= MAX_ROWS:
-                complete = False
-                break
+        budget = Budget.from_env()
+        try:
+            with time_limit(budget):
+                for binding in solve(self.authorizer.backend.query, body, budget):
+                    rows[tuple(binding[n] for n in names)] = None
+                    if len(rows) >= MAX_ROWS:
+                        complete = False
+                        break
+        except QueryLimit:
+            self._interrupted = True  # the backend may have stopped half way: rebuilt before the next line
+            raise
         lines = [_table(names, sorted(rows), complete)]
         actions = sorted(set(names) & {*self.policy.actions, ALL})
         if actions:
