@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
+from contextlib import suppress
 from pathlib import Path
 
 from dsl.errors import OneLineError, PrivilogError
@@ -153,3 +155,55 @@ def read_policy_text(path: Path | str, what: str = "policy") -> str:
 def read_world_text(path: Path | str, what: str = "world") -> str:
     """A world or scenario file's text, within ``PRIVILOG_MAX_WORLD_BYTES``."""
     return read_text(path, what, WORLD_BYTES_VAR, world_limit())
+
+
+def write_atomically(path: Path, text: str, what: str) -> None:
+    """Replace ``path`` with ``text`` atomically: a temporary file beside it, fsync, rename, fsync
+    of the folder. A crash leaves the old file or the new one, never half.
+
+    A symbolic link stays a link (its target is replaced); the file keeps its permissions
+    and, where the process may set it, its owner; a new file gets what the umask gives.
+    """
+    target = Path(os.path.realpath(path))
+    directory = target.parent
+    try:
+        before: os.stat_result | None = os.stat(target)
+    except FileNotFoundError:
+        before = None
+    if before is not None and not stat.S_ISREG(before.st_mode):
+        raise FileRefused(f"{path}: not a regular file; a {what} is written only to one")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            if before is not None:
+                os.fchmod(out.fileno(), stat.S_IMODE(before.st_mode))
+                if (before.st_uid, before.st_gid) != (os.geteuid(), os.getegid()):
+                    with suppress(OSError):  # only where permitted
+                        os.fchown(out.fileno(), before.st_uid, before.st_gid)
+            else:
+                os.fchmod(out.fileno(), 0o666 & ~_umask())
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _umask() -> int:
+    """The process's umask (from /proc where it says, without changing it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

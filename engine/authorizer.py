@@ -25,7 +25,7 @@ from engine.program import Program, Row, compile_policy
 from engine.world import Grant, World
 
 TRUE_WORDS = {"true", "yes", "1", "on"}
-FALSE_WORDS = {"false", "no", "0", "off", ""}
+FALSE_WORDS = {"false", "no", "0", "off"}  # never "": a missing value is not the permissive reading
 MAX_FIXES = 8
 ID_CACHE = 1 << 20  # parsed ids kept, at most
 
@@ -158,9 +158,13 @@ class Authorizer:
 
     def operation(self, name: str) -> Operation:
         """The operation called ``name`` (``type.name``), or a RequestError saying what exists."""
-        op = self._operations.get(name) if isinstance(name, str) else None
+        if not isinstance(name, str):
+            raise RequestError(f"an operation is text such as `namespace.get`, not {name!r}")
+        op = self._operations.get(name)
         if op is not None:
             return op
+        if not name.isprintable():
+            raise RequestError(f"unknown operation {name!r}: operations are written TYPE.NAME")
         names = [o.qualified for o in self.policy.operations]
         if "." not in name:
             near = [n for n in names if n.endswith(f".{name}")][:4]
@@ -175,6 +179,8 @@ class Authorizer:
 
     def entity(self, text: str | EntityId) -> EntityId:
         """Parse an entity id and check that the policy knows its type."""
+        if not isinstance(text, str | EntityId):
+            raise RequestError(f"an entity id is text such as `namespace:ns1`, not {text!r}")
         if isinstance(text, str):
             known = self._entities.get(text)
             if known is not None:
@@ -195,6 +201,10 @@ class Authorizer:
         self, principal: str, operation: str, entity: str | EntityId, args: Mapping[str, object] | None = None
     ) -> Request:
         """Validate a request; raise RequestError with what is wrong and what is expected."""
+        if not isinstance(principal, str):
+            raise RequestError(f"a principal is text such as `user:alice`, not {principal!r}")
+        if args is not None and not isinstance(args, Mapping):
+            raise RequestError(f"request arguments are a mapping of NAME to VALUE, not {args!r}")
         if principal in self._principals:
             who = principal
         else:
@@ -223,18 +233,26 @@ class Authorizer:
         params = {p.name: p for p in op.params}
         out: list[tuple[str, str]] = []
         for raw_name, value in args.items():
+            if not isinstance(raw_name, str):
+                raise RequestError(f"a request argument's name is text such as `artifact`, not {raw_name!r}")
             name = raw_name.lstrip("$")
             param = params.get(name)
             if param is None:
                 takes = ", ".join(f"${p}" for p in params) or "no arguments"
-                raise RequestError(f"`{op.qualified}` takes {takes}; not `${name}`")
+                shown = f"`${name}`" if name.isprintable() else repr(name)
+                raise RequestError(f"`{op.qualified}` takes {takes}; not {shown}")
             if param.type == "bool":
+                if value is not None and not isinstance(value, str | bool | int):
+                    raise RequestError(f"`${name}` is true or false, not {value!r}")
                 word = str(value).strip().lower()
                 if word in TRUE_WORDS:
                     out.append((name, "true"))
                 elif word not in FALSE_WORDS:
-                    raise RequestError(f"`${name}` is true or false, not `{value}`")
+                    shown = "an empty value" if not word else f"`{value}`" if str(value).isprintable() else repr(value)
+                    raise RequestError(f"`${name}` is true or false, not {shown}")
                 continue
+            if value is not None and not isinstance(value, str | EntityId):  # None reads `None`, as in the pipeline
+                raise RequestError(f"`${name}` of `{op.qualified}` names a {param.type} id, not {value!r}")
             entity = self.entity(str(value))
             if entity.type != param.type:
                 raise RequestError(f"`${name}` of `{op.qualified}` names a {param.type}, not `{entity}`")

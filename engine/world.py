@@ -14,13 +14,10 @@ again with a position on every value, for the message.
 from __future__ import annotations
 
 import gc
-import os
 import re
-import stat
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +25,7 @@ from typing import Any
 import yaml
 
 from dsl.errors import OneLineError, PrivilogError, did_you_mean
-from dsl.files import FileRefused, read_world_text
+from dsl.files import FileRefused, read_world_text, write_atomically
 from engine.formats import TableError, TableFile, Unreadable, find_tables, is_table_path, load_document
 from engine.ids import DEFAULT_INSTANCE, INSTANCE_NAME, EntityId, IdError, parse_instance, parse_principal
 
@@ -217,53 +214,13 @@ def save_world(world: World, path: Path) -> None:
     """Write ``world`` to ``path`` atomically: a crash leaves the old file or the new, never half.
 
     A symbolic link stays a link (its target is replaced), and the file keeps its
-    permissions and, where the process may set it, its owner; a new file gets the
-    permissions the umask gives.
+    permissions and, where the process may set it, its owner (:func:`dsl.files.write_atomically`).
     """
     text = yaml.safe_dump(world.to_data(), sort_keys=False, default_flow_style=None, width=100)
-    target = Path(os.path.realpath(path))
-    directory = target.parent
     try:
-        before: os.stat_result | None = os.stat(target)
-    except FileNotFoundError:
-        before = None
-    if before is not None and not stat.S_ISREG(before.st_mode):
-        raise WorldError(f"{path}: not a regular file; a world is saved only to one")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            if before is not None:
-                os.fchmod(out.fileno(), stat.S_IMODE(before.st_mode))
-                if (before.st_uid, before.st_gid) != (os.geteuid(), os.getegid()):
-                    with suppress(OSError):  # only where permitted
-                        os.fchown(out.fileno(), before.st_uid, before.st_gid)
-            else:
-                os.fchmod(out.fileno(), 0o666 & ~_umask())
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def _umask() -> int:
-    """The process's umask (read without changing it where /proc says it)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+        write_atomically(Path(path), text, "world")
+    except FileRefused as error:
+        raise WorldError(str(error)) from None
 
 
 # ---- reading, with positions ----------------------------------------------------------

@@ -530,6 +530,7 @@ def _check_arguments(vocabulary: Vocabulary, arguments: DataFrame) -> DataFrame:
     word = F.lower(F.regexp_replace(value, r"(?U)^\s+|\s+$", ""))  # as Python's str.strip()
     problem = (
         F.when(wanted.isNull(), _message("`", operation, "` takes ", _lookup(takes, operation), "; not `$", name, "`"))
+        .when((wanted == "bool") & (word == ""), _message("`$", name, "` is true or false, not an empty value"))
         .when(
             (wanted == "bool") & ~word.isin(*TRUE_WORDS, *FALSE_WORDS),
             _message("`$", name, "` is true or false, not `", value, "`"),
