@@ -234,3 +234,94 @@ def test_a_new_world_file_gets_the_umask_mode(tmp_path: Path) -> None:
     finally:
         os.umask(mask)
     assert stat.S_IMODE((tmp_path / "new.yaml").stat().st_mode) == 0o644
+
+
+# ---- fuzz: crafted world files are refused, never an allow ------------------------------------
+
+_PRINCIPALS = st.sampled_from(["user:eve", "user:root", "group:g"])
+_ENTITIES = st.sampled_from(["namespace:ns1", "dataset:ns1.ds", "instance:cdap"])
+_GRANT_LINES = st.lists(
+    st.tuples(_PRINCIPALS, st.sampled_from([*ACTIONS, "ALL"]), _ENTITIES).map(lambda g: f"  - [{g[0]}, {g[1]}, {g[2]}]"),
+    max_size=3,
+)
+_KEYS = st.sampled_from(["admins", "grants", "entities", "members", "instance"])
+
+
+def _block(key: str, grants: list[str]) -> str:
+    return {
+        "admins": "admins: [user:root]",
+        "grants": "\n".join(["grants:", *grants]) if grants else "grants: []",
+        "entities": "entities: [namespace:ns1]",
+        "members": "members: [[user:eve, group:g]]",
+        "instance": "instance: cdap",
+    }[key]
+
+
+def _never_allows(path: Path) -> None:
+    """Loading ``path`` is refused with a one-line located error: nothing is decided from it."""
+    with pytest.raises(PrivilogError) as caught:
+        authz = privilog.load("cdap", str(path))
+        authz.check(authz.request("user:eve", "namespace.delete", "namespace:ns1"))
+    one_line(caught.value)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_KEYS, min_size=1, max_size=4, unique=True), _GRANT_LINES, st.data(), st.booleans())
+def test_fuzz_a_key_written_twice_anywhere(
+    tmp_path: Path, keys: list[str], grants: list[str], data: st.DataObject, as_json: bool
+) -> None:
+    twice = data.draw(st.sampled_from(keys), label="twice")
+    blocks = [_block(k, grants) for k in keys]
+    at = data.draw(st.integers(0, len(blocks)), label="at")
+    blocks.insert(at, _block(twice, ["  - [user:eve, ADMIN, namespace:ns1]"]))
+    path = tmp_path / "w.yaml"
+    if as_json:
+        import json
+
+        items = [f'"{k}": {json.dumps(["user:root"] if k != "instance" else "cdap")}' for k in keys]
+        items.insert(at, f'"{twice}": ' + ('"cdap"' if twice == "instance" else '["user:eve"]'))
+        path.write_text("{" + ", ".join(items) + "}")
+    else:
+        path.write_text("\n".join(blocks) + "\n")
+    _never_allows(path)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_KEYS, st.sampled_from(["anchor", "alias", "both", "merge"]), st.from_regex(r"[a-z]{1,6}", fullmatch=True))
+def test_fuzz_anchors_and_aliases_anywhere(tmp_path: Path, key: str, kind: str, name: str) -> None:
+    value = {"instance": "cdap", "grants": "[[user:eve, ADMIN, namespace:ns1]]"}.get(key, "[user:eve]")
+    text = {
+        "anchor": f"{key}: &{name} {value}\n",
+        "alias": f"{key}: *{name}\n",
+        "both": f"{key}: &{name} {value}\nadmins: *{name}\n" if key != "admins" else f"{key}: &{name} {value}\ngrants: *{name}\n",
+        "merge": f"{key}: {value}\ngrants:\n  - {{<<: {{principal: user:eve}}, action: ADMIN, entity: namespace:ns1}}\n",
+    }[kind]
+    path = tmp_path / "w.yaml"
+    path.write_text(text)
+    _never_allows(path)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(["fifo", "zero", "folder", "large"]), st.integers(10, 200))
+def test_fuzz_oversized_and_irregular_files(
+    tmp_path_factory: pytest.TempPathFactory, kind: str, cap: int
+) -> None:
+    where = tmp_path_factory.mktemp("w")
+    path = where / "world.yaml"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "zero":
+        path = Path("/dev/zero")
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        path.write_text("admins: [user:root]\n" + "#\n" * cap)
+    old = os.environ.get(WORLD_BYTES_VAR)
+    os.environ[WORLD_BYTES_VAR] = str(cap)
+    try:
+        _never_allows(path)
+    finally:
+        if old is None:
+            del os.environ[WORLD_BYTES_VAR]
+        else:
+            os.environ[WORLD_BYTES_VAR] = old
