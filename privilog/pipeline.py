@@ -139,8 +139,52 @@ def read_table(spark: SparkSession, path: Path | str, fmt: str | None, table: st
             f"{path}: the {table} table needs the columns {', '.join(columns)}; "
             f"missing {', '.join(missing)} (found {', '.join(df.columns) or 'none'})"
         )
+    # Where each row was read, for its reject: the file, the split of it, and an id that grows
+    # with the row within the split (see _located).
+    source = (
+        F.col("_metadata.file_path").alias("_file"),
+        F.col("_metadata.file_block_start").alias("_block"),
+        F.monotonically_increasing_id().alias("_mid"),
+    )
+    present = (F.col(c).cast("string").alias(c) if c in df.columns else None for c in columns)
     return df.select(
-        *(F.col(c).cast("string").alias(c) if c in df.columns else F.lit(None).cast("string").alias(c) for c in columns)
+        *(c if c is not None else F.lit(None).cast("string").alias(n) for c, n in zip(present, columns, strict=True)),
+        *source,
+    )
+
+
+SOURCE = ("_file", "_block", "_mid")  # the columns read_table adds to say where a row was read
+REJECT_SCHEMA = "table string, row string, reason string, file string, row_number long"
+
+
+def _located(df: DataFrame, bad: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """The rejects ``bad`` (rows of ``df`` with ``_problem``) as table rows with the file each was
+    read from and its row number there (1 for the first row of data; a CSV header is not counted).
+
+    A row's number is the rows of the splits of its file before its own, plus its place in
+    its split (ids grow by one a row within a split); only the splits' counts are gathered,
+    the rows themselves are not shuffled. Tables made otherwise than by read_table have neither.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    row = _row_json(bad, columns).alias("row")
+    reason = F.col("_problem").alias("reason")
+    if not set(SOURCE) <= set(df.columns):
+        return bad.select(
+            F.col("_table").alias("table"), row, reason,
+            F.lit(None).cast("string").alias("file"), F.lit(None).cast("long").alias("row_number"),
+        )  # fmt: skip
+    splits = df.groupBy("_file", "_block").agg(F.count("*").alias("_n"), F.min("_mid").alias("_first"))
+    before = Window.partitionBy("_file").orderBy("_block").rowsBetween(Window.unboundedPreceding, -1)
+    splits = splits.withColumn("_offset", F.coalesce(F.sum("_n").over(before), F.lit(0)))
+    placed = bad.join(F.broadcast(splits), on=["_file", "_block"], how="left")
+    return placed.select(
+        F.col("_table").alias("table"),
+        row,
+        reason,
+        F.col("_file").alias("file"),
+        (F.col("_offset") + F.col("_mid") - F.col("_first") + 1).cast("long").alias("row_number"),
     )
 
 
@@ -321,11 +365,9 @@ def _rejects(df: DataFrame, table: str, problem: Column) -> tuple[DataFrame, Dat
     from pyspark.sql import functions as F
 
     checked = df.withColumn("_problem", problem)
-    good = checked.where(F.col("_problem").isNull()).drop("_problem")
-    bad = checked.where(F.col("_problem").isNotNull()).select(
-        F.lit(table).alias("table"), _row_json(df, df.columns).alias("row"), F.col("_problem").alias("reason")
-    )
-    return good, bad
+    good = checked.where(F.col("_problem").isNull()).drop("_problem", *SOURCE)
+    bad = checked.where(F.col("_problem").isNotNull()).withColumn("_table", F.lit(table))
+    return good, _located(df, bad, [c for c in df.columns if c not in SOURCE])
 
 
 # ---- the deployment -------------------------------------------------------------------
@@ -475,16 +517,16 @@ def check_requests(spark: SparkSession, vocabulary: Vocabulary, numbered: DataFr
         F.col("_arg_problem"),
     )
     original = ["principal", "operation", "entity", "args", "timestamp"]
+    source = [c for c in SOURCE if c in log.columns]
     checked = (
         log.join(not_json, on="rid", how="left")
         .join(first_problem, on="rid", how="left")
-        .select("rid", *original, problem.alias("_problem"))
+        .select("rid", *original, *source, problem.alias("_problem"))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    good = checked.where(F.col("_problem").isNull()).drop("_problem")
-    rejects = checked.where(F.col("_problem").isNotNull()).select(
-        F.lit("requests").alias("table"), _row_json(checked, original).alias("row"), F.col("_problem").alias("reason")
-    )
+    good = checked.where(F.col("_problem").isNull()).drop("_problem", *source)
+    bad = checked.where(F.col("_problem").isNotNull()).withColumn("_table", F.lit("requests"))
+    rejects = _located(checked, bad, original)
     args = (
         entries.where(F.col("keep")).join(good.select("rid"), on="rid", how="left_semi").select("rid", "name", "value")
     )
@@ -924,7 +966,7 @@ class Context:
     def write_rejects(self) -> int:
         from pyspark.sql import functions as F
 
-        combined = self.spark.createDataFrame([], "table string, row string, reason string")
+        combined = self.spark.createDataFrame([], REJECT_SCHEMA)
         for part in self.rejects:
             combined = combined.union(part)
         target = self.out / "rejects"
