@@ -89,7 +89,7 @@ _FIRST_WORDS = re.compile(r"(?:policy|include|actions|set|entity|relation|proper
 
 
 def starts_like_a_policy(text: str) -> bool:
-    """Whether the first thing in ``text`` after comments and blank lines is ``policy`` (or,
+    r"""Whether the first thing in ``text`` after comments and blank lines is ``policy`` (or,
     in a policy without that line, a declaration such as ``actions``).
 
     >>> starts_like_a_policy("# mine\n\npolicy p"), starts_like_a_policy("root:x:0:0:root:/root:/bin/bash")

@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from dsl.errors import OneLineError
-from dsl.files import WORLD_BYTES_VAR, FileRefused, check_regular, world_limit
+from dsl.files import WORLD_BYTES_VAR, FileRefused, check_regular, decode, world_limit
 
 
 class Unreadable(Exception):
@@ -363,6 +363,16 @@ class TableFile:
             f"missing {', '.join(missing)} (found {', '.join(found) or 'none'})"
         )
 
+    def _not_utf8(self) -> TableError:
+        """Where the table's text stops being UTF-8: its line and column (not a byte offset)."""
+        try:
+            decode(self.path.read_bytes(), self.path, f"{self.table} table")
+        except FileRefused as error:
+            return TableError(str(error))
+        except OSError as error:
+            return TableError(f"{self.path}: cannot read the {self.table} table: {error.strerror}")
+        return TableError(f"{self.path}: the {self.table} table is not UTF-8 text")
+
     def _check(self) -> None:
         """Only a regular file within ``PRIVILOG_MAX_WORLD_BYTES`` is read (never a FIFO or a device)."""
         try:
@@ -402,8 +412,8 @@ class TableFile:
                     yield start, tuple(row[k] for k in wanted)
             except csv.Error as error:
                 raise self.fail(reader.line_num, f"not valid CSV: {error}") from None
-            except UnicodeDecodeError as error:
-                raise TableError(f"{self.path}: not UTF-8 text: {error}") from None
+            except UnicodeDecodeError:
+                raise self._not_utf8() from None
 
     def _json_lines(self) -> Iterator[tuple[int, tuple[Any, ...]]]:
         columns = self.columns
@@ -425,8 +435,8 @@ class TableFile:
                     if absent:
                         raise self.fail(number, f"a row of the {self.table} table needs `{absent[0]}`")
                     yield number, tuple(row[c] for c in columns)
-            except UnicodeDecodeError as error:
-                raise TableError(f"{self.path}: not UTF-8 text: {error}") from None
+            except UnicodeDecodeError:
+                raise self._not_utf8() from None
 
     def _parquet(self) -> Iterator[tuple[int, tuple[Any, ...]]]:
         try:

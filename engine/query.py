@@ -13,6 +13,7 @@ import os
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -97,6 +98,15 @@ class _Expired(BaseException):
     no `except Exception` on the way (a fallback to another evaluation) takes it for a failure."""
 
 
+def _in_a_callback(frame: FrameType) -> bool:
+    """Whether ``frame`` runs where the interpreter ignores an exception: a garbage collector
+    callback, a weak reference's callback, a finalizer."""
+    code = frame.f_code
+    if code.co_name == "__del__" or code.co_filename == weakref.__file__:
+        return True
+    return any(getattr(c, "__code__", None) is code for c in gc.callbacks)
+
+
 @contextmanager
 def time_limit(budget: Budget) -> Iterator[None]:
     """Stop what runs inside (an evaluation privilog does not step itself) at the budget's deadline.
@@ -114,8 +124,7 @@ def time_limit(budget: Budget) -> Iterator[None]:
     def expired(signum: int, frame: FrameType | None) -> None:
         # Not inside a garbage collector callback, where an exception is ignored: the timer
         # fires again a tenth of a second later.
-        codes = {getattr(c, "__code__", None) for c in gc.callbacks}
-        if frame is not None and frame.f_code in codes:
+        if frame is not None and _in_a_callback(frame):
             return
         raise _Expired
 

@@ -325,3 +325,15 @@ def test_fuzz_oversized_and_irregular_files(
             del os.environ[WORLD_BYTES_VAR]
         else:
             os.environ[WORLD_BYTES_VAR] = old
+
+
+@pytest.mark.parametrize("name", ["grants.csv", "grants.jsonl"])
+def test_a_table_that_is_not_utf8_names_the_line_and_column(tmp_path: Path, name: str) -> None:
+    header = b"principal,action,entity\n" if name.endswith(".csv") else b""
+    row = b"user:a,READ,namespace:ns1\n" if name.endswith(".csv") else b'{"principal": "user:a", "action": "READ", "entity": "namespace:ns1"}\n'
+    path = tmp_path / name
+    path.write_bytes(header + row * 3 + b"user:\xff" + row)
+    with pytest.raises(WorldError) as caught:
+        load_world(path, ACTIONS)
+    line = 5 if header else 4
+    assert one_line(caught.value).startswith(f"{path}:{line}:6: the grants table is not UTF-8 text")
