@@ -17,7 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from dsl.check import check
-from dsl.errors import PolicyError, PolicyErrors, PrivilogError
+from dsl.errors import OneLineError, PolicyError, PolicyErrors, PrivilogError
+from dsl.files import read_policy_text
 from dsl.format import format_policy, format_text
 from dsl.ir import Policy
 from dsl.lower import lower
@@ -25,6 +26,7 @@ from dsl.parser import parse_tree
 
 __all__ = [
     "PRELUDE",
+    "NotAPolicy",
     "Policy",
     "PolicyError",
     "PolicyErrors",
@@ -32,10 +34,12 @@ __all__ = [
     "format_policy",
     "format_text",
     "load_policy",
+    "not_a_policy",
     "parse_policy",
     "parse_unchecked",
     "resolve_policy_path",
     "rules_dir",
+    "starts_like_a_policy",
 ]
 
 PRELUDE = "prelude/requirements"
@@ -68,6 +72,50 @@ def parse_unchecked(text: str, file: str = "<policy>") -> Policy:
         return lower(parse_tree(text, file), file, _default_name(file))
     except (PolicyError, PolicyErrors) as error:
         raise error.with_source(text) from None
+
+
+class NotAPolicy(OneLineError):
+    """A file given as a policy that does not even start like one (``--policy /etc/passwd``)."""
+
+    located = True
+
+
+_COMMENT_OR_BLANK = re.compile(r"(?:[ \t\r\f\v]*(?:#[^\n]*)?\n)*[ \t\r\f\v]*")
+
+
+# The words a policy's first statement starts with: `policy`, or, in a policy without that
+# line (named after its file), a declaration.
+_FIRST_WORDS = re.compile(r"(?:policy|include|actions|set|entity|relation|property)\b")
+
+
+def starts_like_a_policy(text: str) -> bool:
+    r"""Whether the first thing in ``text`` after comments and blank lines is ``policy`` (or,
+    in a policy without that line, a declaration such as ``actions``).
+
+    >>> starts_like_a_policy("# mine\n\npolicy p"), starts_like_a_policy("root:x:0:0:root:/root:/bin/bash")
+    (True, False)
+    """
+    text = text.removeprefix("\ufeff")
+    start = _COMMENT_OR_BLANK.match(text).end()  # type: ignore[union-attr]
+    return _FIRST_WORDS.match(text, start) is not None
+
+
+def not_a_policy(path: Path | str) -> NotAPolicy:
+    return NotAPolicy(
+        f"{path}: not a policy: it does not start with `policy NAME` (or a declaration) and does not parse "
+        "(its content is not shown)"
+    )
+
+
+def parse_file_text(text: str, path: Path | str) -> Policy:
+    """:func:`parse_unchecked` for a file's text; a file that neither parses nor starts like a
+    policy is :class:`NotAPolicy`, without echoing its content (it may be any file at all)."""
+    try:
+        return parse_unchecked(text, str(path))
+    except (PolicyError, PolicyErrors):
+        if not starts_like_a_policy(text):
+            raise not_a_policy(path) from None
+        raise
 
 
 def _default_name(file: str) -> str:
@@ -104,11 +152,8 @@ def _with_includes(policy: Policy, base: Path | None, seen: tuple[str, ...], inc
         key = str(path.resolve())
         if key in seen:
             raise PolicyError(f"`{name}` includes itself", policy.span)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            raise PrivilogError(f"{path}: cannot read the included policy: {error}") from None
-        child = parse_unchecked(text, str(path))
+        text = read_policy_text(path, "included policy")
+        child = parse_file_text(text, path)
         included.append(_with_includes(child, path.parent, (*seen, key), include_prelude=False))
     return _merge(policy, included)
 
@@ -146,11 +191,8 @@ def _with_sources(error: PolicyError | PolicyErrors, known: dict[str, str]) -> P
 def load_policy(name: str) -> Policy:
     """Load a checked policy by path or by its name in ``rules/``."""
     path = resolve_policy_path(name)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise PrivilogError(f"{path}: cannot read the policy: {error}") from None
-    unchecked = parse_unchecked(text, str(path))
+    text = read_policy_text(path)
+    unchecked = parse_file_text(text, path)
     merged = _with_includes(unchecked, path.parent, (str(path.resolve()),), include_prelude=True)
     try:
         return check(merged)

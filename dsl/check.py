@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dsl.errors import PolicyError, PolicyErrors, did_you_mean
@@ -281,6 +282,44 @@ def _relations(policy: Policy, errors: list[PolicyError]) -> None:
                 )
 
 
+def prelude_file() -> Path:
+    """The prelude every policy includes (rules/prelude/requirements.policy)."""
+    import rules
+
+    return (Path(rules.__file__).parent / "prelude" / "requirements.policy").resolve()
+
+
+def _in_prelude(span: Span) -> bool:
+    return span.file.endswith("requirements.policy") and Path(span.file).resolve() == prelude_file()
+
+
+def prelude_relations(policy: Policy) -> tuple[set[str], set[str]]:
+    """The base relations the prelude declares and the relations its rules define."""
+    base = {r.name for r in policy.relations if _in_prelude(r.span)}
+    derived = {r.head.predicate for r in policy.rules if _in_prelude(r.span)}
+    return base, derived
+
+
+# Clauses a policy may add to the prelude's relations: `allowed` negates `denied`, and nothing
+# else the prelude defines reads it, so a deny rule can only ever deny more (fail closed).
+DENY_RULES = frozenset({"denied"})
+
+
+def _prelude(policy: Policy, errors: list[PolicyError]) -> None:
+    """No policy adds clauses to what the prelude defines: a rule for `holds` or `allowed`, or a
+    fact of `grant` or `admin`, would change who is allowed without any grant by an admin."""
+    base, derived = prelude_relations(policy)
+    for rule in policy.rules:
+        name = rule.head.predicate
+        if _in_prelude(rule.span) or (name not in base and name not in derived) or name in DENY_RULES:
+            continue
+        if name in base:
+            what = f"`{name}` is a base relation: its facts come from the world, not from a policy"
+        else:
+            what = f"`{name}` is defined by the prelude (rules/prelude/requirements.policy); a policy may not add to it"
+        errors.append(PolicyError(what, rule.head.span, "derive a new relation instead"))
+
+
 def _properties(policy: Policy, errors: list[PolicyError]) -> None:
     defined = {r.head.predicate for r in policy.rules} | {r.name for r in policy.relations}
     seen: set[str] = set()
@@ -480,6 +519,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("vocabulary", _vocabulary_pass),
     ("operations", _operations),
     ("relations", _relations),
+    ("prelude", _prelude),
     ("properties", _properties),
     ("safety", _safety),
     ("stratification", _stratification),

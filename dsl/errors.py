@@ -17,6 +17,24 @@ class PrivilogError(Exception):
     located = False  # True when the message starts with the place it is about (file:line:col)
 
 
+def one_line(text: str) -> str:
+    r"""``text`` with line breaks and other control characters escaped, so a message stays one line.
+
+    >>> one_line("user:e v\nil\x00")
+    'user:e v\\nil\\x00'
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+class OneLineError(PrivilogError):
+    """An error whose message is one line, whatever the input it quotes (a crafted id, a key)."""
+
+    def __init__(self, message: str = "", *args: object):
+        super().__init__(one_line(str(message)), *args)
+
+
 class PolicyError(PrivilogError):
     """An error in a policy's text, rendered as ``file:line:col: message``,
     the offending line with a caret under the span, and a hint.

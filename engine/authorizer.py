@@ -28,7 +28,7 @@ from engine.world import Grant, World
 Decider = Callable[[str, str, Mapping[str, str]], bool]  # principal, entity, arguments -> allowed
 
 TRUE_WORDS = {"true", "yes", "1", "on"}
-FALSE_WORDS = {"false", "no", "0", "off", ""}
+FALSE_WORDS = {"false", "no", "0", "off"}  # never "": a missing value is not the permissive reading
 MAX_FIXES = 8
 ID_CACHE = 1 << 20  # parsed ids kept, at most
 _NO_ARGS: Mapping[str, str] = MappingProxyType({})
@@ -150,18 +150,20 @@ class Authorizer:
         self._apply({}, {"member_of": set(gone)})
         return gone
 
-    def add_entity(self, entity: EntityId) -> list[EntityId]:
-        """Create an entity (and what encloses it); return the entities that exist now and did not."""
-        self.world.add_entity(entity)
+    def add_entity(self, actor: str, entity: EntityId) -> list[EntityId]:
+        """Create an entity (and what encloses it) as the authorization admin ``actor``;
+        return the entities that exist now and did not."""
+        self.world.add_entity(actor, entity)
         born = self.inventory.add(entity)
         self._apply(self.inventory.facts(born), {})
         return born
 
-    def delete_entity(self, entity: EntityId) -> set[EntityId]:
-        """Delete an entity and everything inside it (grants are kept); return what was deleted."""
+    def delete_entity(self, actor: str, entity: EntityId) -> set[EntityId]:
+        """Delete an entity and everything inside it (grants are kept) as the authorization admin
+        ``actor``; return what was deleted."""
         doomed = {entity, *self.inventory.within(entity)} if self.inventory.exists(entity) else set()
         listed = {e for e in doomed if e in self.world.entities} | ({entity} & self.world.entities)
-        self.world.forget_entities(listed)
+        self.world.forget_entities(actor, listed)
         gone = self.inventory.remove(entity)
         self._apply({}, self.inventory.facts(gone))
         return doomed
@@ -170,9 +172,13 @@ class Authorizer:
 
     def operation(self, name: str) -> Operation:
         """The operation called ``name`` (``type.name``), or a RequestError saying what exists."""
-        op = self._operations.get(name) if isinstance(name, str) else None
+        if not isinstance(name, str):
+            raise RequestError(f"an operation is text such as `namespace.get`, not {name!r}")
+        op = self._operations.get(name)
         if op is not None:
             return op
+        if not name.isprintable():
+            raise RequestError(f"unknown operation {name!r}: operations are written TYPE.NAME")
         names = [o.qualified for o in self.policy.operations]
         if "." not in name:
             near = [n for n in names if n.endswith(f".{name}")][:4]
@@ -187,6 +193,8 @@ class Authorizer:
 
     def entity(self, text: str | EntityId) -> EntityId:
         """Parse an entity id and check that the policy knows its type."""
+        if not isinstance(text, str | EntityId):
+            raise RequestError(f"an entity id is text such as `namespace:ns1`, not {text!r}")
         if isinstance(text, str):
             known = self._entities.get(text)
             if known is not None:
@@ -207,6 +215,10 @@ class Authorizer:
         self, principal: str, operation: str, entity: str | EntityId, args: Mapping[str, object] | None = None
     ) -> Request:
         """Validate a request; raise RequestError with what is wrong and what is expected."""
+        if not isinstance(principal, str):
+            raise RequestError(f"a principal is text such as `user:alice`, not {principal!r}")
+        if args is not None and not isinstance(args, Mapping):
+            raise RequestError(f"request arguments are a mapping of NAME to VALUE, not {args!r}")
         if principal in self._principals:
             who = principal
         else:
@@ -235,18 +247,26 @@ class Authorizer:
         params = {p.name: p for p in op.params}
         out: list[tuple[str, str]] = []
         for raw_name, value in args.items():
+            if not isinstance(raw_name, str):
+                raise RequestError(f"a request argument's name is text such as `artifact`, not {raw_name!r}")
             name = raw_name.lstrip("$")
             param = params.get(name)
             if param is None:
                 takes = ", ".join(f"${p}" for p in params) or "no arguments"
-                raise RequestError(f"`{op.qualified}` takes {takes}; not `${name}`")
+                shown = f"`${name}`" if name.isprintable() else repr(name)
+                raise RequestError(f"`{op.qualified}` takes {takes}; not {shown}")
             if param.type == "bool":
+                if value is not None and not isinstance(value, str | bool | int):
+                    raise RequestError(f"`${name}` is true or false, not {value!r}")
                 word = str(value).strip().lower()
                 if word in TRUE_WORDS:
                     out.append((name, "true"))
                 elif word not in FALSE_WORDS:
-                    raise RequestError(f"`${name}` is true or false, not `{value}`")
+                    shown = "an empty value" if not word else f"`{value}`" if str(value).isprintable() else repr(value)
+                    raise RequestError(f"`${name}` is true or false, not {shown}")
                 continue
+            if value is not None and not isinstance(value, str | EntityId):  # None reads `None`, as in the pipeline
+                raise RequestError(f"`${name}` of `{op.qualified}` names a {param.type} id, not {value!r}")
             entity = self.entity(str(value))
             if entity.type != param.type:
                 raise RequestError(f"`${name}` of `{op.qualified}` names a {param.type}, not `{entity}`")

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +31,8 @@ from typing import Any
 
 import yaml
 
-from dsl.errors import PrivilogError
+from dsl.errors import OneLineError
+from dsl.files import WORLD_BYTES_VAR, FileRefused, check_regular, decode, world_limit
 
 
 class Unreadable(Exception):
@@ -40,7 +43,7 @@ class _NotSimple(Exception):
     """Outside the subset of YAML the scanner reads."""
 
 
-class TableError(PrivilogError):
+class TableError(OneLineError):
     """A world table that cannot be read, with where it is wrong."""
 
     located = True
@@ -57,7 +60,9 @@ def load_document(text: str) -> Any:
     if text[first : first + 1] == "{" and "\t" not in text and "\\u" not in text:
         # JSON that YAML reads the same: no tabs (YAML refuses some), no \u escapes (surrogates differ)
         try:
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=_unique_pairs)
+        except _Repeated:
+            raise Unreadable from None  # a key written twice: the positioned reader names it
         except (ValueError, RecursionError):
             pass
     try:
@@ -66,10 +71,34 @@ def load_document(text: str) -> Any:
         pass
     if _LIBYAML_DIFFERS.search(text, 1 if text.startswith("\ufeff") else 0):
         raise Unreadable
+    if "&" in text or "*" in text:
+        raise Unreadable  # perhaps an anchor or an alias, which the positioned reader refuses
     try:
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        return yaml.load(text, Loader=_UniqueKeysLoader)
     except Exception:  # whatever it is, the positioned reader meets it again and reports it
         raise Unreadable from None
+
+
+class _Repeated(Exception):
+    """A mapping with a key written twice (refused; the positioned reader says where)."""
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict, or :class:`_Repeated` when a key is written twice."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _Repeated
+    return out
+
+
+class _UniqueKeysLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """libyaml's safe loader, giving up (to the positioned reader) on a key written twice."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        keys = [k.value if isinstance(k, yaml.ScalarNode) else id(k) for k, _ in node.value]
+        if len(set(keys)) != len(keys):
+            raise _Repeated
+        return super().construct_mapping(node, deep)  # type: ignore[no-any-return]
 
 
 _LEADING = re.compile(r"[ \t\r\n]*")
@@ -334,9 +363,31 @@ class TableFile:
             f"missing {', '.join(missing)} (found {', '.join(found) or 'none'})"
         )
 
-    def _open(self) -> Any:
+    def _not_utf8(self) -> TableError:
+        """Where the table's text stops being UTF-8: its line and column (not a byte offset)."""
         try:
-            return self.path.open(encoding="utf-8-sig", newline="")
+            decode(self.path.read_bytes(), self.path, f"{self.table} table")
+        except FileRefused as error:
+            return TableError(str(error))
+        except OSError as error:
+            return TableError(f"{self.path}: cannot read the {self.table} table: {error.strerror}")
+        return TableError(f"{self.path}: the {self.table} table is not UTF-8 text")
+
+    def _check(self) -> None:
+        """Only a regular file within ``PRIVILOG_MAX_WORLD_BYTES`` is read (never a FIFO or a device)."""
+        try:
+            check_regular(self.path, f"{self.table} table", WORLD_BYTES_VAR, world_limit())
+        except FileRefused as error:
+            raise TableError(str(error)) from None
+
+    def _open(self) -> Any:
+        self._check()
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the check
+                os.close(fd)
+                raise TableError(f"{self.path}: not a regular file; a {self.table} table is read only from one")
+            return os.fdopen(fd, encoding="utf-8-sig", newline="")
         except OSError as error:
             raise TableError(f"{self.path}: cannot read the {self.table} table: {error.strerror}") from None
 
@@ -361,8 +412,8 @@ class TableFile:
                     yield start, tuple(row[k] for k in wanted)
             except csv.Error as error:
                 raise self.fail(reader.line_num, f"not valid CSV: {error}") from None
-            except UnicodeDecodeError as error:
-                raise TableError(f"{self.path}: not UTF-8 text: {error}") from None
+            except UnicodeDecodeError:
+                raise self._not_utf8() from None
 
     def _json_lines(self) -> Iterator[tuple[int, tuple[Any, ...]]]:
         columns = self.columns
@@ -384,8 +435,8 @@ class TableFile:
                     if absent:
                         raise self.fail(number, f"a row of the {self.table} table needs `{absent[0]}`")
                     yield number, tuple(row[c] for c in columns)
-            except UnicodeDecodeError as error:
-                raise TableError(f"{self.path}: not UTF-8 text: {error}") from None
+            except UnicodeDecodeError:
+                raise self._not_utf8() from None
 
     def _parquet(self) -> Iterator[tuple[int, tuple[Any, ...]]]:
         try:
@@ -395,6 +446,7 @@ class TableFile:
                 f"{self.path}: reading a Parquet table needs pyarrow, which is not installed "
                 "(pip install pyarrow), or write the table as CSV or JSON lines"
             ) from None
+        self._check()
         try:
             names = pq.read_schema(self.path).names
             if any(c not in names for c in self.columns):

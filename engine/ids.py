@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from dsl.errors import PrivilogError, did_you_mean
+from dsl.errors import OneLineError, did_you_mean
 
 
-class IdError(PrivilogError):
+class IdError(OneLineError):
     """A malformed entity or principal id."""
 
 
@@ -167,6 +167,16 @@ class EntityId(tuple[str, str]):
 
     def __str__(self) -> str:
         return f"{self[0]}:{self[1]}"
+
+
+INSTANCE_NAME = _COMPILED["instance"]
+
+
+def parse_instance(text: str) -> str:
+    """Validate an instance's name (as the name of an ``instance:`` id) and return it."""
+    if not isinstance(text, str) or not INSTANCE_NAME.match(text):
+        raise IdError(f"malformed instance name {text!r}: a name is letters, digits, `_` and `-`, such as cdap")
+    return text
 
 
 def parse_principal(text: str) -> str:

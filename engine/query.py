@@ -8,7 +8,16 @@ handed to an evaluator.
 
 from __future__ import annotations
 
+import gc
+import os
+import signal
+import threading
+import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import FrameType
 
 from dsl.errors import PrivilogError
 from dsl.ir import Atom, Comparison, Const, Literal, Var
@@ -19,10 +28,119 @@ class QueryError(PrivilogError):
     """A query that cannot be answered as written (an unsafe variable)."""
 
 
+class QueryLimit(QueryError):
+    """A query (or a rule being evaluated) that went past its time or row limit."""
+
+
 Query = Callable[[str, Mapping[int, str] | None], set[Row]]
 
+SECONDS_VAR = "PRIVILOG_QUERY_SECONDS"
+ROWS_VAR = "PRIVILOG_QUERY_ROWS"
+DEFAULT_SECONDS = 30.0
+DEFAULT_ROWS = 5_000_000
 
-def solve(query: Query, body: Sequence[Literal]) -> Iterator[dict[str, str]]:
+
+def _env_number(variable: str, default: float) -> float:
+    raw = os.environ.get(variable, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise PrivilogError(f"{variable} must be a positive number, not `{raw}`")
+    return value
+
+
+@dataclass
+class Budget:
+    """How long a query may run and how many rows it may look at, before it is stopped.
+
+    The defaults (30 seconds, 5,000,000 rows) are changed with ``PRIVILOG_QUERY_SECONDS``
+    and ``PRIVILOG_QUERY_ROWS``.
+    """
+
+    seconds: float = DEFAULT_SECONDS
+    rows: int = DEFAULT_ROWS
+    examined: int = 0
+    deadline: float = field(default=0.0, repr=False)
+
+    @classmethod
+    def from_env(cls) -> Budget:
+        return cls(_env_number(SECONDS_VAR, DEFAULT_SECONDS), int(_env_number(ROWS_VAR, DEFAULT_ROWS)))
+
+    def start(self) -> Budget:
+        self.examined = 0
+        self.deadline = time.monotonic() + self.seconds
+        return self
+
+    def out_of_time(self) -> QueryLimit:
+        return QueryLimit(
+            f"stopped after {self.seconds:g} seconds: the query or rule takes too long "
+            f"(join fewer unrelated literals, or set {SECONDS_VAR} to allow more)"
+        )
+
+    def spend(self, rows: int = 1) -> None:
+        """Count rows looked at; :class:`QueryLimit` past the row limit or the deadline."""
+        self.examined += rows
+        if self.examined > self.rows:
+            raise QueryLimit(
+                f"stopped after looking at {self.rows} rows: the query or rule is too large "
+                f"(join fewer unrelated literals, or set {ROWS_VAR} to allow more)"
+            )
+        if self.deadline and (self.examined & 0x3FF) == 0 and time.monotonic() > self.deadline:
+            raise self.out_of_time()
+
+
+class _Expired(BaseException):
+    """Raised by the timer inside an evaluation; a BaseException, as KeyboardInterrupt is, so that
+    no `except Exception` on the way (a fallback to another evaluation) takes it for a failure."""
+
+
+def _in_a_callback(frame: FrameType) -> bool:
+    """Whether ``frame`` runs where the interpreter ignores an exception: a garbage collector
+    callback, a weak reference's callback, a finalizer."""
+    code = frame.f_code
+    if code.co_name == "__del__" or code.co_filename == weakref.__file__:
+        return True
+    return any(getattr(c, "__code__", None) is code for c in gc.callbacks)
+
+
+@contextmanager
+def time_limit(budget: Budget) -> Iterator[None]:
+    """Stop what runs inside (an evaluation privilog does not step itself) at the budget's deadline.
+
+    On the main thread of a Unix process a timer interrupts it, and again every tenth of a
+    second until it has stopped, with :class:`QueryLimit`; elsewhere only :func:`solve`'s own
+    counting stops a query.
+    """
+    budget.start()
+    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield
+        return
+
+    def expired(signum: int, frame: FrameType | None) -> None:
+        # Not inside a garbage collector callback, where an exception is ignored: the timer
+        # fires again a tenth of a second later.
+        if frame is not None and _in_a_callback(frame):
+            return
+        raise _Expired
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, budget.seconds, 0.1)
+    try:
+        yield
+    except _Expired:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        raise budget.out_of_time() from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def solve(query: Query, body: Sequence[Literal], budget: Budget | None = None) -> Iterator[dict[str, str]]:
     """Every binding of the variables of ``body`` (a conjunction) that the relations hold.
 
     Positive literals are joined left to right, each asked of the backend with the columns
@@ -34,7 +152,11 @@ def solve(query: Query, body: Sequence[Literal]) -> Iterator[dict[str, str]]:
     >>> x, y, z = Var("X"), Var("Y"), Var("Z")
     >>> list(solve(query, [Atom("edge", (x, y)), Atom("edge", (y, z))]))
     [{'X': 'a', 'Y': 'b', 'Z': 'c'}]
+
+    With a ``budget``, the rows looked at are counted and the query stops with
+    :class:`QueryLimit` past its row limit or its deadline.
     """
+    spend = budget.spend if budget is not None else None
     positives = [lit for lit in body if isinstance(lit, Atom) and not lit.negated]
     filters = [lit for lit in body if not (isinstance(lit, Atom) and not lit.negated)]
     schedule: list[list[Literal]] = []
@@ -65,6 +187,8 @@ def solve(query: Query, body: Sequence[Literal]) -> Iterator[dict[str, str]]:
             return
         atom = positives[depth]
         for row in sorted(ask(atom, binding)):
+            if spend is not None:
+                spend()
             found = _unify(atom, row, binding)
             if found is not None and all(_holds(f, found, ask) for f in schedule[depth]):
                 yield from extend(depth + 1, found)

@@ -14,10 +14,8 @@ again with a position on every value, for the message.
 from __future__ import annotations
 
 import gc
-import os
 import re
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,21 +24,36 @@ from typing import Any
 
 import yaml
 
-from dsl.errors import PrivilogError, did_you_mean
+from dsl.errors import OneLineError, PrivilogError, did_you_mean
+from dsl.files import FileRefused, read_world_text, write_atomically
 from engine.formats import TableError, TableFile, Unreadable, find_tables, is_table_path, load_document
-from engine.ids import DEFAULT_INSTANCE, EntityId, IdError, parse_principal
+from engine.ids import DEFAULT_INSTANCE, INSTANCE_NAME, EntityId, IdError, parse_instance, parse_principal
 
 ALL = "ALL"
 
 
-class WorldError(PrivilogError):
+class WorldError(OneLineError):
     """A world file (or world value) that cannot be used, with where it is wrong."""
 
     located = True
 
 
-class NotAnAdmin(PrivilogError):
-    """Someone who is not an authorization admin tried to change grants."""
+class NotAnAdmin(OneLineError):
+    """Someone who is not an authorization admin tried to change grants, memberships or entities."""
+
+
+_ACTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")  # a name, as the policy language writes one
+
+
+def check_action(action: str, actions: Iterable[str] = ()) -> str:
+    """An action's name, checked: one of ``actions`` when they are given, else a name the language writes."""
+    known = tuple(actions)
+    if not isinstance(action, str) or not _ACTION.match(action):
+        raise IdError(f"malformed action {action!r}: an action is a name such as READ")
+    if known and action not in known:
+        hint = did_you_mean(action, known) or f"actions are {', '.join(known)}"
+        raise IdError(f"unknown action `{action}`: {hint}")
+    return action
 
 
 @dataclass(frozen=True, order=True)
@@ -65,6 +78,8 @@ class World:
     admins: set[str] = field(default_factory=set)
     instance: str = DEFAULT_INSTANCE
     path: Path | None = None
+    # the policy's actions, when the world was read for one: a grant of any other is refused
+    actions: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def existing(self) -> set[EntityId]:
         """Every entity that exists: those listed, and everything that encloses them."""
@@ -97,18 +112,39 @@ class World:
         """Whether ``principal`` is an authorization admin (itself or through a group)."""
         return principal in self.admins or bool(self.groups_of(principal) & self.admins)
 
-    def _require_admin(self, actor: str) -> None:
-        if not self.is_admin(actor):
+    def _require_admin(self, actor: str, what: str = "grants") -> None:
+        if not isinstance(actor, str) or not self.is_admin(actor):
             admins = ", ".join(sorted(self.admins)) or "none are listed"
             raise NotAnAdmin(
-                f"{actor} is not an authorization admin, so cannot change grants "
+                f"{actor} is not an authorization admin, so cannot change {what} "
                 f"(admins: {admins}; list them under `admins:` in the world)"
             )
+
+    def _valid_grants(self, grants: Iterable[Grant]) -> list[Grant]:
+        """The grants, each checked as the world file's reader checks it (what is saved must load)."""
+        out = list(grants)
+        for grant in out:
+            if not isinstance(grant, Grant):
+                raise WorldError(f"a grant is a Grant(principal, action, entity), not {grant!r}")
+            parse_principal(grant.principal)
+            if not isinstance(grant.entity, EntityId):
+                raise IdError(f"the entity of a grant is an EntityId, not {grant.entity!r}")
+            check_action(grant.action, self.actions)
+        return out
+
+    def _valid_members(self, members: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        out = list(dict.fromkeys(members))
+        for pair in out:
+            if not isinstance(pair, tuple) or len(pair) != 2:
+                raise WorldError(f"a membership is (PRINCIPAL, GROUP_OR_ROLE), not {pair!r}")
+            parse_principal(pair[0])
+            parse_principal(pair[1])
+        return out
 
     def grant(self, actor: str, grants: Iterable[Grant]) -> list[Grant]:
         """Add grants as ``actor``; return those that were new. Saved at once if bound to a file."""
         self._require_admin(actor)
-        new = [g for g in grants if g not in self.grants]
+        new = [g for g in dict.fromkeys(self._valid_grants(grants)) if g not in self.grants]
         self.grants.update(new)
         self._persist()
         return new
@@ -116,7 +152,7 @@ class World:
     def revoke(self, actor: str, grants: Iterable[Grant]) -> list[Grant]:
         """Remove grants as ``actor``; return those that were there."""
         self._require_admin(actor)
-        gone = [g for g in grants if g in self.grants]
+        gone = [g for g in dict.fromkeys(grants) if g in self.grants]
         self.grants.difference_update(gone)
         self._persist()
         return gone
@@ -124,7 +160,7 @@ class World:
     def add_members(self, actor: str, members: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         """Put principals in groups or roles as ``actor``; return the memberships that were new."""
         self._require_admin(actor)
-        new = [m for m in dict.fromkeys(members) if m not in self.members]
+        new = [m for m in self._valid_members(members) if m not in self.members]
         self.members.update(new)
         self._persist()
         return new
@@ -137,18 +173,23 @@ class World:
         self._persist()
         return gone
 
-    def forget_entities(self, entities: Iterable[EntityId]) -> None:
-        """Unlist entities (their grants are kept); the caller knows which (see Inventory)."""
+    def forget_entities(self, actor: str, entities: Iterable[EntityId]) -> None:
+        """Unlist entities as ``actor`` (their grants are kept); the caller knows which (see Inventory)."""
+        self._require_admin(actor, "entities")
         self.entities.difference_update(entities)
         self._persist()
 
-    def add_entity(self, entity: EntityId) -> None:
-        """Create an entity. Grants on it, made before or kept from an earlier life, apply."""
+    def add_entity(self, actor: str, entity: EntityId) -> None:
+        """Create an entity as ``actor``. Grants on it, made before or kept from an earlier life, apply."""
+        self._require_admin(actor, "entities")
+        if not isinstance(entity, EntityId):
+            raise IdError(f"an entity is an EntityId, not {entity!r}")
         self.entities.add(entity)
         self._persist()
 
-    def delete_entity(self, entity: EntityId) -> set[EntityId]:
-        """Delete an entity and everything inside it; grants are kept (seed 003)."""
+    def delete_entity(self, actor: str, entity: EntityId) -> set[EntityId]:
+        """Delete an entity and everything inside it as ``actor``; grants are kept (seed 003)."""
+        self._require_admin(actor, "entities")
         doomed = {e for e in self.existing() if e == entity or entity in e.ancestors(self.instance)}
         self.entities.difference_update(doomed)
         self._persist()
@@ -170,24 +211,16 @@ class World:
 
 
 def save_world(world: World, path: Path) -> None:
-    """Write ``world`` to ``path`` atomically: a crash leaves the old file or the new, never half."""
+    """Write ``world`` to ``path`` atomically: a crash leaves the old file or the new, never half.
+
+    A symbolic link stays a link (its target is replaced), and the file keeps its
+    permissions and, where the process may set it, its owner (:func:`dsl.files.write_atomically`).
+    """
     text = yaml.safe_dump(world.to_data(), sort_keys=False, default_flow_style=None, width=100)
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+        write_atomically(Path(path), text, "world")
+    except FileRefused as error:
+        raise WorldError(str(error)) from None
 
 
 # ---- reading, with positions ----------------------------------------------------------
@@ -201,25 +234,67 @@ class Located:
     where: str
 
 
+def _where(mark: Any, file: str) -> str:
+    return f"{file}:{mark.line + 1}:{mark.column + 1}"
+
+
 def located(node: yaml.Node, file: str) -> Located:
-    """Build plain values from a composed YAML node, keeping each one's position."""
-    where = f"{file}:{node.start_mark.line + 1}:{node.start_mark.column + 1}"
+    """Build plain values from a composed YAML node, keeping each one's position.
+
+    A key written twice in one mapping is an error at the second (YAML would keep the last).
+    """
+    where = _where(node.start_mark, file)
     if isinstance(node, yaml.MappingNode):
-        return Located({str(k.value): located(v, file) for k, v in node.value}, where)
+        mapping: dict[str, Located] = {}
+        first: dict[str, int] = {}
+        for k, v in node.value:
+            key = str(k.value)
+            if key in first:
+                raise WorldError(
+                    f"{_where(k.start_mark, file)}: the key `{key}` is written twice in one mapping "
+                    f"(first on line {first[key]}); write it once"
+                )
+            first[key] = k.start_mark.line + 1
+            mapping[key] = located(v, file)
+        return Located(mapping, where)
     if isinstance(node, yaml.SequenceNode):
         return Located([located(v, file) for v in node.value], where)
     return Located(yaml.SafeLoader("").construct_object(node, deep=True), where)
 
 
+class _NoAnchors(yaml.SafeLoader):
+    """PyYAML's composer refusing anchors and aliases: an alias may stand for a whole
+    subtree, so a few hundred bytes could ask for millions of values."""
+
+    file = "<world>"
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            kind = "an alias (*)" if isinstance(event, yaml.AliasEvent) else "an anchor (&)"
+            raise WorldError(
+                f"{_where(event.start_mark, self.file)}: {kind} `{event.anchor}`: anchors and aliases are not "
+                "allowed in a world or scenario file; write each value out"
+            )
+        return super().compose_node(parent, index)
+
+
 def compose(text: str, file: str) -> Located | None:
-    """Parse YAML or JSON text to located values; None for an empty document."""
+    """Parse YAML or JSON text to located values; None for an empty document.
+
+    Anchors, aliases and keys written twice are errors naming their line and column.
+    """
+    loader = _NoAnchors(text)
+    loader.file = file
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = loader.get_single_node()
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else file
         problem = getattr(error, "problem", None) or str(error)
         raise WorldError(f"{where}: not valid YAML or JSON: {problem}") from None
+    finally:
+        loader.dispose()
     return None if node is None else located(node, file)
 
 
@@ -310,7 +385,10 @@ class WorldReader:
                 raise self.fail(value.where, f"unknown key `{key}`: {hint}")
         world = World(path=path)
         if "instance" in data:
-            world.instance = self.text(data["instance"], "the instance name")
+            try:
+                world.instance = parse_instance(self.text(data["instance"], "the instance name"))
+            except IdError as error:
+                raise self.fail(data["instance"].where, str(error)) from None
         for entry in self.items(data.get("entities"), "entities"):
             world.entities.add(self.entity(entry))
         for entry in self.items(data.get("grants"), "grants"):
@@ -330,9 +408,9 @@ class WorldReader:
 def parse_located(text: str, actions: Iterable[str], file: str = "<world>", path: Path | None = None) -> World:
     """Read a world from YAML or JSON text with a position on every value: slow, for messages."""
     root = compose(text, file)
-    if root is None:
-        return World(path=path)
-    return WorldReader(actions).read(root, path)
+    world = World(path=path) if root is None else WorldReader(actions).read(root, path)
+    world.actions = tuple(actions)
+    return world
 
 
 def parse_world(text: str, actions: Iterable[str], file: str = "<world>", path: Path | None = None) -> World:
@@ -344,9 +422,12 @@ def parse_world(text: str, actions: Iterable[str], file: str = "<world>", path: 
             pass
         else:
             try:
-                return _PlainReader(actions).read(data, path)
+                world = _PlainReader(actions).read(data, path)
             except _NOT_READ:
                 pass
+            else:
+                world.actions = tuple(actions)
+                return world
     return parse_located(text, actions, file, path)
 
 
@@ -354,14 +435,20 @@ def world_from_data(data: dict[str, Any], actions: Iterable[str]) -> World:
     """A world from plain data in the file format; an error is placed as in that data written as YAML."""
     with _collector_paused():
         try:
-            return _PlainReader(actions).read(data, None)
+            world = _PlainReader(actions).read(data, None)
         except _NOT_READ:
             pass
+        else:
+            world.actions = tuple(actions)
+            return world
     return parse_located(yaml.safe_dump(data), actions, "<world>")
 
 
 def load_world(path: str | Path, actions: Iterable[str], bind: bool = False) -> World:
-    """Read a world file or folder. With ``bind``, changes made through the world are saved back to it."""
+    """Read a world file or folder. With ``bind``, changes made through the world are saved back to it.
+
+    Only a regular file (or a folder of tables) within ``PRIVILOG_MAX_WORLD_BYTES`` is read.
+    """
     path = Path(path)
     if not path.exists():
         raise WorldError(f"{path}: no such world file")
@@ -370,11 +457,9 @@ def load_world(path: str | Path, actions: Iterable[str], bind: bool = False) -> 
             raise WorldError(f"{path}: a world of tables is not changed in place; write it as YAML to change it")
         return load_tables(path, actions)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise WorldError(f"{path}: no such world file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise WorldError(f"{path}: cannot read the world: {error}") from None
+        text = read_world_text(path)
+    except FileRefused as error:
+        raise WorldError(str(error)) from None
     return parse_world(text, actions, str(path), path if bind else None)
 
 
@@ -383,9 +468,11 @@ def load_tables(path: str | Path, actions: Iterable[str]) -> World:
     try:
         files = find_tables(Path(path))
         with _collector_paused():
-            return _TableReader(actions).read(files)
+            world = _TableReader(actions).read(files)
     except TableError as error:
         raise WorldError(str(error)) from None
+    world.actions = tuple(actions)
+    return world
 
 
 # ---- reading, fast --------------------------------------------------------------------
@@ -411,8 +498,6 @@ class _Invalid(Exception):
 # action or key, a bad id); then the located reader reads it and decides.
 _NOT_READ = (_Invalid, PrivilogError, TypeError, KeyError)
 
-# An instance name the plain reader takes as is (anything else is read again with positions).
-_PLAIN_INSTANCE = re.compile(r"[ -~]*")
 
 
 class _EntityIds(dict[str, EntityId]):
@@ -464,7 +549,7 @@ class _PlainReader:
             raise _Invalid
         if "instance" in data:
             instance = data["instance"]
-            if type(instance) is not str or not _PLAIN_INSTANCE.fullmatch(instance):
+            if type(instance) is not str or not INSTANCE_NAME.fullmatch(instance):
                 raise _Invalid
             world.instance = instance
         entities, principals = self.ids.entities, self.ids.principals

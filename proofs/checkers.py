@@ -16,6 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from engine.decision import Request
 from engine.ids import EntityId
@@ -23,6 +24,8 @@ from engine.world import Grant, NotAnAdmin, World
 from proofs.evaluate import Evaluator, Outcome
 from proofs.findings import Counterexample, Scene, Verdict
 from proofs.worlds import BYSTANDER, GROUP, REQUESTER, Point
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -228,17 +231,17 @@ def survives_recreate(trial: Trial, verdict: Verdict) -> None:
             trial.count(verdict)
             world = trial.world(point)
             if entity in world.existing():
-                removed = world.delete_entity(entity)
+                removed = _as_admin(world, lambda actor: world.delete_entity(actor, entity))  # noqa: B023
                 between = Point.of(world)
                 evaluator.load(world)  # the engine sees the deletion before the recreation
                 for again in sorted(removed & point.entities):
-                    world.add_entity(again)
+                    _as_admin(world, lambda actor: world.add_entity(actor, again))  # noqa: B023
                 story = f"deleting {entity} and creating it again"
             else:
-                world.add_entity(entity)
+                _as_admin(world, lambda actor: world.add_entity(actor, entity))  # noqa: B023
                 between = Point.of(world)
                 evaluator.load(world)
-                world.delete_entity(entity)
+                _as_admin(world, lambda actor: world.delete_entity(actor, entity))  # noqa: B023
                 story = f"creating {entity} and deleting it again"
             after = evaluator.outcome(world, trial.requests)
             lost_grants = point.grants - world.grants
@@ -264,6 +267,22 @@ def survives_recreate(trial: Trial, verdict: Verdict) -> None:
                     ),
                 )
             )
+
+
+# Who deletes and creates entities for survives_recreate: an admin only for that change, so
+# the world the policy sees (its `admin` facts) is the trial's own.
+PROVER = "user:privilog-prove"
+
+
+def _as_admin(world: World, change: Callable[[str], T]) -> T:
+    """Make a change of entities as an authorization admin who is one only for that change."""
+    had = PROVER in world.admins
+    world.admins.add(PROVER)
+    try:
+        return change(PROVER)
+    finally:
+        if not had:
+            world.admins.discard(PROVER)
 
 
 def admins_only(trial: Trial, verdict: Verdict) -> None:

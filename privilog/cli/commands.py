@@ -122,17 +122,30 @@ def cmd_fmt(args: argparse.Namespace) -> int:
     import dsl
 
     status = EXIT_OK
+    from dsl.files import read_policy_text, write_atomically
+
     for name in args.files:
         path = dsl.resolve_policy_path(name)
-        text = path.read_text(encoding="utf-8")
-        formatted = dsl.format_text(text, str(path))
+        if args.write and not (Path(name).is_file() and path == Path(name)):
+            # only a file the user named: never the shipped policies inside the package
+            raise UsageError(
+                f"privilog fmt --write: `{name}` is not a path but the policy {path}; "
+                f"give the path of the file to rewrite (such as ./{path.name})"
+            )
+        text = read_policy_text(path)
+        try:
+            formatted = dsl.format_text(text, str(path))
+        except (dsl.PolicyError, dsl.PolicyErrors):
+            if not dsl.starts_like_a_policy(text):
+                raise dsl.not_a_policy(path) from None
+            raise
         if args.check:
             if formatted != text:
                 print(f"{path}: not in canonical form (run `privilog fmt --write {name}`)")
                 status = EXIT_DENY
         elif args.write:
             if formatted != text:
-                path.write_text(formatted, encoding="utf-8")
+                write_atomically(path, formatted, "policy")
                 print(f"formatted {path}")
         else:
             sys.stdout.write(formatted)

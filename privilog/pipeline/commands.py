@@ -21,7 +21,15 @@ from engine.ids import DEFAULT_INSTANCE
 from engine.program import compile_policy
 from privilog.pipeline.evaluate import decide_all, visibility
 from privilog.pipeline.inputs import Deployment, Vocabulary, check_requests, load_deployment, number_requests
-from privilog.pipeline.tables import FORMATS, PipelineError, Progress, read_table, spark_session, write_table
+from privilog.pipeline.tables import (
+    FORMATS,
+    REJECT_SCHEMA,
+    PipelineError,
+    Progress,
+    read_table,
+    spark_session,
+    write_table,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -64,7 +72,7 @@ class Context:
     def write_rejects(self) -> int:
         from pyspark.sql import functions as F
 
-        combined = self.spark.createDataFrame([], "table string, row string, reason string")
+        combined = self.spark.createDataFrame([], REJECT_SCHEMA)
         for part in self.rejects:
             combined = combined.union(part)
         target = self.out / "rejects"

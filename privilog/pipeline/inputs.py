@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from dsl.ir import Operation, Policy
 from engine.authorizer import FALSE_WORDS, TRUE_WORDS, check_hierarchy
 from engine.ids import _SHAPES, DEFAULT_INSTANCE, ENTITY_TYPES, PRINCIPAL_KINDS, parent_type
-from privilog.pipeline.tables import PipelineError
+from privilog.pipeline.tables import SOURCE, PipelineError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -192,16 +192,45 @@ def _row_json(df: DataFrame, columns: Sequence[str]) -> Column:
     return F.to_json(F.struct(*(F.col(c) for c in columns)))
 
 
+def _located(df: DataFrame, bad: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """The rejects ``bad`` (rows of ``df`` with ``_problem``) as table rows with the file each was
+    read from and its row number there (1 for the first row of data; a CSV header is not counted).
+
+    A row's number is the rows of the splits of its file before its own, plus its place in
+    its split (ids grow by one a row within a split); only the splits' counts are gathered,
+    the rows themselves are not shuffled. Tables made otherwise than by read_table have neither.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    row = _row_json(bad, columns).alias("row")
+    reason = F.col("_problem").alias("reason")
+    if not set(SOURCE) <= set(df.columns):
+        return bad.select(
+            F.col("_table").alias("table"), row, reason,
+            F.lit(None).cast("string").alias("file"), F.lit(None).cast("long").alias("row_number"),
+        )  # fmt: skip
+    splits = df.groupBy("_file", "_block").agg(F.count("*").alias("_n"), F.min("_mid").alias("_first"))
+    before = Window.partitionBy("_file").orderBy("_block").rowsBetween(Window.unboundedPreceding, -1)
+    splits = splits.withColumn("_offset", F.coalesce(F.sum("_n").over(before), F.lit(0)))
+    placed = bad.join(F.broadcast(splits), on=["_file", "_block"], how="left")
+    return placed.select(
+        F.col("_table").alias("table"),
+        row,
+        reason,
+        F.col("_file").alias("file"),
+        (F.col("_offset") + F.col("_mid") - F.col("_first") + 1).cast("long").alias("row_number"),
+    )
+
+
 def _rejects(df: DataFrame, table: str, problem: Column) -> tuple[DataFrame, DataFrame]:
-    """Split a table into its good rows and its rejects (table, row as JSON, reason)."""
+    """Split a table into its good rows and its rejects (table, row as JSON, reason, file, row number)."""
     from pyspark.sql import functions as F
 
     checked = df.withColumn("_problem", problem)
-    good = checked.where(F.col("_problem").isNull()).drop("_problem")
-    bad = checked.where(F.col("_problem").isNotNull()).select(
-        F.lit(table).alias("table"), _row_json(df, df.columns).alias("row"), F.col("_problem").alias("reason")
-    )
-    return good, bad
+    good = checked.where(F.col("_problem").isNull()).drop("_problem", *SOURCE)
+    bad = checked.where(F.col("_problem").isNotNull()).withColumn("_table", F.lit(table))
+    return good, _located(df, bad, [c for c in df.columns if c not in SOURCE])
 
 
 # ---- the deployment -------------------------------------------------------------------
@@ -352,16 +381,16 @@ def check_requests(spark: SparkSession, vocabulary: Vocabulary, numbered: DataFr
         F.col("_arg_problem"),
     )
     original = ["principal", "operation", "entity", "args", "timestamp"]
+    source = [c for c in SOURCE if c in log.columns]
     checked = (
         log.join(not_json, on="rid", how="left")
         .join(first_problem, on="rid", how="left")
-        .select("rid", *original, problem.alias("_problem"))
+        .select("rid", *original, *source, problem.alias("_problem"))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    good = checked.where(F.col("_problem").isNull()).drop("_problem")
-    rejects = checked.where(F.col("_problem").isNotNull()).select(
-        F.lit("requests").alias("table"), _row_json(checked, original).alias("row"), F.col("_problem").alias("reason")
-    )
+    good = checked.where(F.col("_problem").isNull()).drop("_problem", *source)
+    bad = checked.where(F.col("_problem").isNotNull()).withColumn("_table", F.lit("requests"))
+    rejects = _located(checked, bad, original)
     args = (
         entries.where(F.col("keep")).join(good.select("rid"), on="rid", how="left_semi").select("rid", "name", "value")
     )
@@ -407,6 +436,7 @@ def _check_arguments(vocabulary: Vocabulary, arguments: DataFrame) -> DataFrame:
     word = F.lower(F.regexp_replace(value, r"(?U)^\s+|\s+$", ""))  # as Python's str.strip()
     problem = (
         F.when(wanted.isNull(), _message("`", operation, "` takes ", _lookup(takes, operation), "; not `$", name, "`"))
+        .when((wanted == "bool") & (word == ""), _message("`$", name, "` is true or false, not an empty value"))
         .when(
             (wanted == "bool") & ~word.isin(*TRUE_WORDS, *FALSE_WORDS),
             _message("`$", name, "` is true or false, not `", value, "`"),

@@ -105,9 +105,22 @@ def read_table(spark: SparkSession, path: Path | str, fmt: str | None, table: st
             f"{path}: the {table} table needs the columns {', '.join(columns)}; "
             f"missing {', '.join(missing)} (found {', '.join(df.columns) or 'none'})"
         )
-    return df.select(
-        *(F.col(c).cast("string").alias(c) if c in df.columns else F.lit(None).cast("string").alias(c) for c in columns)
+    # Where each row was read, for its reject: the file, the split of it, and an id that grows
+    # with the row within the split (see privilog.pipeline.inputs.located).
+    source = (
+        F.col("_metadata.file_path").alias("_file"),
+        F.col("_metadata.file_block_start").alias("_block"),
+        F.monotonically_increasing_id().alias("_mid"),
     )
+    present = (F.col(c).cast("string").alias(c) if c in df.columns else None for c in columns)
+    return df.select(
+        *(c if c is not None else F.lit(None).cast("string").alias(n) for c, n in zip(present, columns, strict=True)),
+        *source,
+    )
+
+
+SOURCE = ("_file", "_block", "_mid")  # the columns read_table adds to say where a row was read
+REJECT_SCHEMA = "table string, row string, reason string, file string, row_number long"
 
 
 def write_table(df: DataFrame, path: Path) -> None:

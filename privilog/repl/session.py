@@ -37,20 +37,22 @@ from pathlib import Path
 from typing import Any
 
 import dsl
-from dsl.check import ancestor_types
+from dsl.check import ancestor_types, prelude_relations
 from dsl.errors import PolicyError, PolicyErrors, PrivilogError, did_you_mean
+from dsl.files import read_policy_text
 from dsl.ir import Atom, Literal, Policy, Span
 from engine.authorizer import Authorizer
 from engine.decision import Change, Decision, GrantChange, MembershipChange, Request
 from engine.ids import EntityId, IdError, parse_principal
 from engine.program import Row
-from engine.query import solve
+from engine.query import Budget, QueryLimit, solve, time_limit
 from engine.world import ALL, Grant, World, load_world, save_world
 from privilog.api import load_world_for
 from privilog.render.explain import render_decision, render_short, render_visible, witness_sentence
 
 MAX_ROWS = 10_000  # a query stops collecting bindings after this many
 MAX_ROWS_SHOWN = 100
+MAX_RULE_LITERALS = 64  # a session's rule is compiled; a wider join is written as several rules
 _QUERY_HEAD = "repl_query() :-\n"  # a query is parsed as the body of a rule with this head
 
 
@@ -138,9 +140,10 @@ COMMANDS: dict[str, Command] = {
         ),
         Command(
             "entity",
-            "entity add ENTITY... | entity delete ENTITY...",
-            "create or delete entities; a delete removes what is inside and keeps every grant",
-            "entity delete application:sales.etl",
+            "entity add ENTITY... as ADMIN | entity delete ENTITY... as ADMIN",
+            "create or delete entities, as an authorization admin; a delete removes what is inside "
+            "and keeps every grant",
+            "entity delete application:sales.etl as user:root",
         ),
         Command(
             "load",
@@ -435,17 +438,24 @@ class Session:
             raise ReplError("name an action, such as READ, or ALL")
         return actions
 
-    def _change_grants(self, verb: str, words: list[str]) -> str:
+    def _actor(self, verb: str, words: list[str], what: str = "grants") -> tuple[str, list[str]]:
+        """The admin a change is made as (`... as ADMIN`), and the words before `as`."""
         if "as" not in words:
             admins = ", ".join(sorted(self.world.admins)) or "the world lists none"
             raise ReplError(
-                f"{verb} needs `as ADMIN`: only an authorization admin may change grants (admins: {admins}); "
-                f"for example: {COMMANDS[verb].example}"
+                f"{verb} needs `as ADMIN`: only an authorization admin may change {what} (admins: {admins}); "
+                f"for example: {COMMANDS[verb.split()[0]].example}"
             )
         at = words.index("as")
-        if len(words) != at + 2 or at < 3:
+        if len(words) != at + 2:
+            raise self._usage(verb.split()[0])
+        return self._principal(words[at + 1]), words[:at]
+
+    def _change_grants(self, verb: str, words: list[str]) -> str:
+        actor, before = self._actor(verb, words)
+        if len(before) < 3:
             raise self._usage(verb)
-        actor = self._principal(words[at + 1])
+        at = len(before)
         principal = self._principal(words[0])
         actions = self._actions(words[1])
         entities = [self.authorizer.entity(w) for w in words[2:at]]
@@ -482,23 +492,28 @@ class Session:
     def _entity(self, words: list[str]) -> str:
         if len(words) < 2 or words[0] not in ("add", "delete"):
             raise self._usage("entity")
-        entities = [self.authorizer.entity(w) for w in words[1:]]
-        return self._add_entities(entities) if words[0] == "add" else self._delete_entities(entities)
+        actor, before = self._actor(f"entity {words[0]}", words[1:], "entities")
+        if not before:
+            raise self._usage("entity")
+        entities = [self.authorizer.entity(w) for w in before]
+        if words[0] == "add":
+            return self._add_entities(actor, entities)
+        return self._delete_entities(actor, entities)
 
-    def _add_entities(self, entities: list[EntityId]) -> str:
+    def _add_entities(self, actor: str, entities: list[EntityId]) -> str:
         lines = []
         for entity in entities:
             if self.authorizer.inventory.exists(entity):
                 lines.append(f"{entity} already exists")
                 continue
-            self.authorizer.add_entity(entity)
+            self.authorizer.add_entity(actor, entity)
             held = sum(1 for g in self.world.grants if g.entity == entity)
             verb = "applies" if held == 1 else "apply"
             lines.append(f"added {entity}" + (f"; {_count(held, 'grant')} on it {verb} again" if held else ""))
         self._changed()
         return "\n".join(lines)
 
-    def _delete_entities(self, entities: list[EntityId]) -> str:
+    def _delete_entities(self, actor: str, entities: list[EntityId]) -> str:
         exists = self.authorizer.inventory.exists
         for entity in entities:  # all or nothing: check every one before deleting any
             if not exists(entity):
@@ -506,7 +521,7 @@ class Session:
                 raise ReplError(f"no entity {entity} in the world" + (f"; {hint}" if hint else ""))
         lines = []
         for entity in entities:
-            doomed = self.authorizer.delete_entity(entity)
+            doomed = self.authorizer.delete_entity(actor, entity)
             kept = sum(1 for g in self.world.grants if g.entity in doomed)
             lines.append(f"deleted {_count(len(doomed), 'entity', 'entities')}: {', '.join(map(str, sorted(doomed)))}")
             if kept:
@@ -524,10 +539,7 @@ class Session:
 
     @staticmethod
     def _read_policy(path: Path) -> str:
-        try:
-            return path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            raise ReplError(f"{path}: cannot read the policy: {error}") from None
+        return read_policy_text(path)
 
     def _rebuild(self, policy: Policy | None = None, world: World | None = None) -> None:
         """A fresh authorizer (and backend) for the session's policy and world."""
@@ -611,14 +623,27 @@ class Session:
         if not parsed.rules or others:
             raise ReplError("`rule` takes Datalog rules and facts, such as " + COMMANDS["rule"].example)
         base = {r.name for r in self.policy.relations}
+        _, derived = prelude_relations(self.policy)
         for rule in parsed.rules:
+            if len(rule.body) > MAX_RULE_LITERALS:
+                raise ReplError(
+                    f"a rule in the session has at most {MAX_RULE_LITERALS} literals, not {len(rule.body)}: "
+                    "split it into rules for smaller relations"
+                )
             if rule.head.predicate in base:
                 raise ReplError(
                     f"`{rule.head.predicate}` is a base relation: its facts come from the world "
                     "(use `grant`, `entity add`, or edit the world file); derive a new relation instead"
                 )
+            if rule.head.predicate in derived:
+                raise ReplError(
+                    f"`{rule.head.predicate}` is defined by the prelude (rules/prelude/requirements.policy): "
+                    "a rule may not add to it (decisions change only by grants of an admin); "
+                    "derive a new relation instead"
+                )
         policy = self._policy_with([*self.rules, text])
-        self._rebuild(policy)
+        with time_limit(Budget.from_env()):  # evaluating it may take long: a crafted join
+            self._rebuild(policy)  # on the limit, the session keeps its authorizer as it was
         self.rules.append(text)
         heads = sorted({r.head.predicate for r in parsed.rules})
         return f"added to the session's policy (rules added: {len(self.rules)}); defines {', '.join(heads)}"
@@ -643,11 +668,17 @@ class Session:
         names = list(dict.fromkeys(v for lit in body for v in lit.variables if not v.startswith("_")))
         rows: dict[Row, None] = {}
         complete = True
-        for binding in solve(self.authorizer.backend.query, body):
-            rows[tuple(binding[n] for n in names)] = None
-            if len(rows) >= MAX_ROWS:
-                complete = False
-                break
+        budget = Budget.from_env()
+        try:
+            with time_limit(budget):
+                for binding in solve(self.authorizer.backend.query, body, budget):
+                    rows[tuple(binding[n] for n in names)] = None
+                    if len(rows) >= MAX_ROWS:
+                        complete = False
+                        break
+        except QueryLimit:
+            self._interrupted = True  # the backend may have stopped half way: rebuilt before the next line
+            raise
         lines = [_table(names, sorted(rows), complete)]
         actions = sorted(set(names) & {*self.policy.actions, ALL})
         if actions:
@@ -759,6 +790,8 @@ class Session:
         if command == "entity":
             if at == 0:
                 return ["add", "delete"]
+            if words[-1] == "as":
+                return sorted(self.world.admins)
             if words[0] == "delete":
                 return sorted(str(e) for e in self.world.existing())
             return [*self._entity_names(), *(f"{t.name}:" for t in self.policy.entity_types)]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import dsl
 from dsl.errors import PrivilogError
+from dsl.files import read_world_text
 from dsl.ir import Policy
 from engine.authorizer import Authorizer
 from engine.world import Located, World, WorldError, WorldReader, compose
@@ -78,10 +79,7 @@ class ScenarioRunner:
         return self._policies[path]
 
     def run(self, path: Path) -> Iterator[CaseResult]:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as error:
-            raise ScenarioError(f"{path}: cannot read the scenario: {error.strerror}") from None
+        text = read_world_text(path, "scenario")
         root = compose(text, str(path))
         if root is None:
             raise ScenarioError(f"{path}: the scenario is empty")
@@ -102,10 +100,9 @@ class ScenarioRunner:
             return World()
         if isinstance(item.value, str):
             world_path = base / item.value
-            try:
-                text = world_path.read_text(encoding="utf-8")
-            except OSError:
-                raise _fail(item, f"no such world file `{item.value}` (paths are relative to the scenario)") from None
+            if not world_path.exists():
+                raise _fail(item, f"no such world file `{item.value}` (paths are relative to the scenario)")
+            text = read_world_text(world_path)
             root = compose(text, str(world_path))
             return reader.read(root, None) if root is not None else World()
         return reader.read(item, None)

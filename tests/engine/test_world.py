@@ -69,7 +69,7 @@ def test_changes_are_saved_at_once_and_survive_a_reload(tmp_path: Path) -> None:
     world = load_world(path, ACTIONS, bind=True)
     grants = [Grant("user:a", "ADMIN", EntityId.parse("namespace:ns9")), Grant("group:g", "READ", EntityId.parse("stream:ns9.s"))]
     world.grant("user:root", grants)
-    world.add_entity(EntityId.parse("stream:ns9.s"))
+    world.add_entity("user:root", EntityId.parse("stream:ns9.s"))
     again = load_world(path, ACTIONS)
     assert again.grants == set(grants)
     assert again.entities == {EntityId.parse("stream:ns9.s")}
@@ -79,23 +79,28 @@ def test_changes_are_saved_at_once_and_survive_a_reload(tmp_path: Path) -> None:
 
 
 def test_privileges_survive_delete_and_apply_again_on_recreate() -> None:
-    authz = privilog.load("cdap", {"entities": ["namespace:ns1", "dataset:ns1.d"], "grants": [["user:b", "READ", "dataset:ns1.d"]]})
+    authz = privilog.load(
+        "cdap",
+        {"entities": ["namespace:ns1", "dataset:ns1.d"], "grants": [["user:b", "READ", "dataset:ns1.d"]], "admins": ["user:root"]},
+    )
     def sees_ns1() -> bool:
         return [str(v.entity) for v in authz.visible("user:b", "namespace")] == ["namespace:ns1"]
 
     assert sees_ns1()
-    removed = authz.world.delete_entity(EntityId.parse("dataset:ns1.d"))
+    removed = authz.world.delete_entity("user:root", EntityId.parse("dataset:ns1.d"))
     authz.refresh()
     assert removed == {EntityId.parse("dataset:ns1.d")}
     assert authz.world.grants == {Grant("user:b", "READ", EntityId.parse("dataset:ns1.d"))}
     assert not sees_ns1()
-    authz.world.add_entity(EntityId.parse("dataset:ns1.d"))
+    authz.world.add_entity("user:root", EntityId.parse("dataset:ns1.d"))
     authz.refresh()
     assert sees_ns1()
 
 
 def test_deleting_a_namespace_deletes_what_is_inside() -> None:
-    authz = privilog.load("cdap", {"entities": ["program:ns1.app.service.api", "dataset:ns1.d", "dataset:ns2.e"]})
-    removed = authz.world.delete_entity(EntityId.parse("namespace:ns1"))
+    authz = privilog.load(
+        "cdap", {"entities": ["program:ns1.app.service.api", "dataset:ns1.d", "dataset:ns2.e"], "admins": ["user:root"]}
+    )
+    removed = authz.world.delete_entity("user:root", EntityId.parse("namespace:ns1"))
     assert {str(e) for e in removed} == {"namespace:ns1", "application:ns1.app", "program:ns1.app.service.api", "dataset:ns1.d"}
     assert {str(e) for e in authz.world.existing()} == {"dataset:ns2.e", "namespace:ns2", "instance:cdap"}

@@ -27,6 +27,7 @@ under a name of their own (two conftest.py files cannot both be imported as
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import sys
@@ -162,7 +163,15 @@ def load(name: str, folder: Path) -> Policy:
         return dsl.load_policy(name)
     path = folder / f"{name}.policy"
     path.write_text(EXTENDED[name].lstrip(), encoding="utf-8")
-    return dsl.load_policy(str(path))
+    # Rules for the prelude's relations are refused in a policy (issue 18); the backends must
+    # still agree on them, so these are loaded with that one check turned off.
+    checks = importlib.import_module("dsl.check")  # `dsl.check` is also the name of its function
+    saved = checks.PASSES
+    checks.PASSES = tuple(p for p in saved if p[0] != "prelude")
+    try:
+        return dsl.load_policy(str(path))
+    finally:
+        checks.PASSES = saved
 
 
 def world_derived(policy: Policy) -> list[str]:
@@ -300,7 +309,7 @@ def machine_for(policy: Policy, backends: tuple[str, ...]) -> type[RuleBasedStat
 
         @rule(entity=st.sampled_from([*ENTITIES, *NAMES.kerberos]))
         def add_entity(self, entity: str) -> None:
-            self.change(f"add entity {entity}", lambda a: a.add_entity(EntityId.parse(entity)))
+            self.change(f"add entity {entity}", lambda a: a.add_entity(ROOT, EntityId.parse(entity)))
 
         @rule(data=st.data())
         def delete_entity(self, data: st.DataObject) -> None:
@@ -308,7 +317,7 @@ def machine_for(policy: Policy, backends: tuple[str, ...]) -> type[RuleBasedStat
             places = [e for e in existing if e.startswith(("namespace:", "application:"))]
             pool = places * 3 + existing if existing else ENTITIES
             entity = data.draw(st.one_of(st.sampled_from(pool), st.sampled_from(ENTITIES)), label="delete")
-            self.change(f"delete entity {entity}", lambda a: a.delete_entity(EntityId.parse(entity)))
+            self.change(f"delete entity {entity}", lambda a: a.delete_entity(ROOT, EntityId.parse(entity)))
 
         # ---- questions ----------------------------------------------------------
 

@@ -340,26 +340,26 @@ def test_grants_are_refused_with_a_clear_message(session: Session, line: str, me
 def test_grants_survive_an_entity_deleted_and_recreated(session: Session) -> None:
     listed = "list user:bob dataset --in namespace:sales"
     assert session.one_shot(listed) == "dataset:sales.orders  (READ on it)"
-    assert lines(session.one_shot("entity delete dataset:sales.orders")) == [
+    assert lines(session.one_shot("entity delete dataset:sales.orders as user:root")) == [
         "deleted 1 entity: dataset:sales.orders",
         "  kept 2 grants on it: grants survive a delete and apply again",
     ]
     assert session.one_shot(listed) == "user:bob sees no dataset in namespace:sales"
     assert session.one_shot('?- grant(user:bob, "READ", dataset:sales.orders).') == "yes"
     assert (
-        session.one_shot("entity add dataset:sales.orders") == "added dataset:sales.orders; 2 grants on it apply again"
+        session.one_shot("entity add dataset:sales.orders as user:root") == "added dataset:sales.orders; 2 grants on it apply again"
     )
     assert session.one_shot(listed) == "dataset:sales.orders  (READ on it)"
 
 
 def test_deleting_an_entity_deletes_what_is_inside(session: Session) -> None:
-    out = session.one_shot("entity delete application:sales.etl")
+    out = session.one_shot("entity delete application:sales.etl as user:root")
     assert out.startswith(
         "deleted 4 entities: application:sales.etl, program:sales.etl.service.api, "
         "program:sales.etl.workflow.nightly, schedule:sales.etl.hourly"
     )
     assert (
-        session.one_shot("entity add application:sales.etl")
+        session.one_shot("entity add application:sales.etl as user:root")
         == "added application:sales.etl; 1 grant on it applies again"
     )
 
@@ -367,10 +367,10 @@ def test_deleting_an_entity_deletes_what_is_inside(session: Session) -> None:
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("entity", "usage: entity add ENTITY... | entity delete ENTITY..."),
+        ("entity", "usage: entity add ENTITY... as ADMIN | entity delete ENTITY... as ADMIN"),
         ("entity remove dataset:sales.orders", "usage: entity"),
-        ("entity delete dataset:sales.ordrs", "no entity dataset:sales.ordrs in the world; did you mean"),
-        ("entity add foo:bar", "unknown entity type `foo`"),
+        ("entity delete dataset:sales.ordrs as user:root", "no entity dataset:sales.ordrs in the world; did you mean"),
+        ("entity add foo:bar as user:root", "unknown entity type `foo`"),
     ],
 )
 def test_entity_refusals(session: Session, line: str, message: str) -> None:
@@ -380,12 +380,12 @@ def test_entity_refusals(session: Session, line: str, message: str) -> None:
 
 
 def test_deleting_several_entities_is_all_or_nothing(session: Session) -> None:
-    assert "no entity stream:sales.nope" in session.one_shot("entity delete stream:sales.clicks stream:sales.nope")
+    assert "no entity stream:sales.nope" in session.one_shot("entity delete stream:sales.clicks stream:sales.nope as user:root")
     assert "stream:sales.clicks" in session.one_shot('?- is_a(E, "stream").')
 
 
 def test_adding_an_existing_entity_says_so(session: Session) -> None:
-    assert session.one_shot("entity add dataset:sales.orders") == "dataset:sales.orders already exists"
+    assert session.one_shot("entity add dataset:sales.orders as user:root") == "dataset:sales.orders already exists"
 
 
 # ---- load and save ----------------------------------------------------------------------
@@ -464,10 +464,10 @@ def test_a_rule_takes_part_in_queries_and_decisions(session: Session) -> None:
     )
     assert session.one_shot("?- superuser(P).").splitlines()[2] == "user:root"
     assert session.one_shot("check user:root dataset.drop dataset:sales.orders").startswith("DENY")
-    session.one_shot("rule allowed(R) :-\n    request(R, P, _, _),\n    superuser(P).")
-    assert session.one_shot("check user:root dataset.drop dataset:sales.orders").startswith("ALLOW")
+    session.one_shot("rule dropper(P, E) :-\n    holds(P, \"ADMIN\", E, _),\n    superuser(P).")
+    assert session.one_shot("?- dropper(P, E).") == "no rows"
     assert session.one_shot("rule") == "\n".join(
-        ["1. superuser(P) :- admin(P).", "2. allowed(R) :-\n    request(R, P, _, _),\n    superuser(P)."]
+        ["1. superuser(P) :- admin(P).", '2. dropper(P, E) :-\n    holds(P, "ADMIN", E, _),\n    superuser(P).']
     )
 
 
@@ -563,7 +563,7 @@ def test_help_for_an_unknown_command(session: Session) -> None:
 
 
 def test_quit_leaves_and_warns_once_about_unsaved_changes(session: Session) -> None:
-    session.one_shot("entity add dataset:sales.new")
+    session.one_shot("entity add dataset:sales.new as user:root")
     assert "unsaved changes" in session.one_shot("quit")
     assert not session.finished
     assert session.one_shot("quit") == ""
@@ -571,7 +571,7 @@ def test_quit_leaves_and_warns_once_about_unsaved_changes(session: Session) -> N
 
 
 def test_quit_after_saving_leaves_at_once(session: Session) -> None:
-    session.one_shot("entity add dataset:sales.new")
+    session.one_shot("entity add dataset:sales.new as user:root")
     session.one_shot("save world")
     session.one_shot("exit")
     assert session.finished

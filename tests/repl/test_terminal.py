@@ -96,7 +96,7 @@ def test_ctrl_c_cancels_input_and_a_running_query_and_history_comes_back(tmp_pat
         child.send("\r")
         child.expect_exact("ALLOW")
         child.expect_exact(PROMPT)
-        child.send("entity delete namespace:sales")
+        child.send("entity delete namespace:sales as user:root")
         child.sendintr()  # drops what was typed
         child.expect_exact(PROMPT)
         # Ctrl-C at every moment after Enter cancels the statement: in the same write as the

@@ -216,6 +216,16 @@ def test_decide_rejects_exactly_the_bad_rows_each_with_a_reason(decided: Decided
     assert f"; {total:,} rows rejected;" in decided.out
 
 
+def test_each_reject_names_its_file_and_row(decided: Decided, deployment: Deployment) -> None:
+    # the row in the file that the reject names is the row the reject holds
+    assert decided.rejects
+    for reject in decided.rejects:
+        path = table_path(deployment.folders["csv"], reject["table"], "csv")
+        assert reject["file"] is not None and reject["file"].endswith(str(path)), reject
+        row = _rows(path)[reject["row_number"] - 1]
+        assert _plain(row) == _plain(json.loads(reject["row"])), reject
+
+
 def test_a_generated_bad_row_is_rejected_for_what_is_wrong_in_it(decided: Decided, deployment: Deployment) -> None:
     generated = {json.dumps(_plain(r), sort_keys=True) for rows in deployment.bad.values() for r in rows}
     for reject in decided.rejects:
