@@ -56,7 +56,7 @@ def test_every_fast_reader_gives_up_on_a_key_written_twice() -> None:
 
 
 def test_a_scenario_with_a_key_written_twice_is_refused(tmp_path: Path) -> None:
-    from privilog.scenario import run_scenarios
+    from privilog.testing.scenario import run_scenarios
 
     path = tmp_path / "s.yaml"
     path.write_text(
