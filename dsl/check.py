@@ -337,8 +337,23 @@ def _properties(policy: Policy, errors: list[PolicyError]) -> None:
             )
 
 
+# A rule body compiles to one nested loop per joined literal, and Python nests at most 20
+# loops in one function: a rule joins at most this many positive literals (a wider join is
+# written as several rules, each naming what the next one needs).
+MAX_JOINED = 16
+
+
 def _safety(policy: Policy, errors: list[PolicyError]) -> None:
     for rule in policy.rules:
+        joined = sum(1 for b in rule.body if isinstance(b, Atom) and not b.negated)
+        if joined > MAX_JOINED:
+            errors.append(
+                PolicyError(
+                    f"this rule joins {joined} relations; a rule joins at most {MAX_JOINED}",
+                    rule.head.span,
+                    "split it: a rule for part of the join, used by another for the rest",
+                )
+            )
         bound = {v for b in rule.body if isinstance(b, Atom) and not b.negated for v in b.variables}
         for var in rule.head.terms:
             if isinstance(var, Var) and var.name == "_":

@@ -122,7 +122,11 @@ class DecisionPlans:
             + [f"    return {top}"]
         )
         namespace: dict[str, Any] = {}
-        exec(compile(text, "<privilog decision plan>", "exec"), namespace)
+        try:
+            code = compile(text, "<privilog decision plan>", "exec")
+        except (SyntaxError, RecursionError):  # nested too deep for Python (an unfolding of many rules)
+            raise NotCompiled from None
+        exec(code, namespace)
         relations = [self.evaluator.relation(name) for name in module.relations]
         decide: Decider = namespace["make"](relations, tuple(module.constants), EMPTY)
         return decide

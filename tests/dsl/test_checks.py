@@ -453,3 +453,28 @@ def test_the_unstratifiable_cycle_is_reported_the_same_in_every_run() -> None:
         return done.stdout
 
     assert run("1") == run("2")
+
+
+def test_a_rule_joins_at_most_sixteen_relations() -> None:
+    # each joined literal is a nested loop in the compiled plan, and Python nests at most 20
+    def chain(n: int) -> str:
+        body = ", ".join(f"edge(X{i}, X{i + 1})" for i in range(n))
+        return VOCABULARY + f"relation edge(a, b)\nfar(X0, X{n}) :- {body}.\n"
+
+    dsl.parse_policy(chain(16), FILE, include_prelude=False)
+    error = the_error(chain(17))
+    assert error.message == "this rule joins 17 relations; a rule joins at most 16"
+    assert error.hint.startswith("split it")
+
+
+def test_a_rule_of_sixteen_joins_compiles_and_answers() -> None:
+    from engine.authorizer import Authorizer
+    from engine.world import World
+
+    n = 16
+    body = ", ".join(f"member_of(X{i}, X{i + 1})" for i in range(n))
+    cdap = (Path(dsl.__file__).resolve().parents[1] / "rules" / "cdap.policy").read_text(encoding="utf-8")
+    policy = dsl.parse_policy(cdap + f"\nfar(X0, X{n}) :- {body}.\n")
+    members = {(f"group:g{i}", f"group:g{i + 1}") for i in range(n)}
+    authz = Authorizer(policy, World(members=members))
+    assert authz.backend.query("far") == {("group:g0", f"group:g{n}")}
