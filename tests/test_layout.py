@@ -193,3 +193,33 @@ def test_every_package_is_shipped() -> None:
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
     packages = {name for name, path in modules().items() if path.name == "__init__.py"}
     assert packages - listed == set()
+
+
+def _architecture_tree() -> set[str]:
+    """The paths ARCHITECTURE.md's tree names (``dsl/check.py``, ``engine/compiled/plan.py``, ...)."""
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    block = text.split("```", 2)[1].splitlines()[1:]
+    named: set[str] = set()
+    folders: list[str] = []
+    for line in block:
+        if not line.strip():
+            continue
+        depth = (len(line) - len(line.lstrip(" "))) // 2
+        entry = line.strip().split("  ")[0]
+        del folders[depth:]
+        for name in entry.split(", "):
+            named.add("/".join([*folders, name.rstrip("/")]))
+        if entry.endswith("/"):
+            folders.append(entry.rstrip("/"))
+    return named
+
+
+def test_the_architecture_tree_names_every_module() -> None:
+    named = _architecture_tree()
+    missing = sorted(
+        str(path.relative_to(ROOT))
+        for top in ("dsl", "engine", "proofs", "privilog")
+        for path in (ROOT / top).rglob("*.py")
+        if path.name != "__init__.py" and str(path.relative_to(ROOT)) not in named
+    )
+    assert missing == [], "ARCHITECTURE.md's tree does not name these modules: " + ", ".join(missing)
