@@ -70,6 +70,7 @@ class Authorizer:
         self._principals: set[str] = set()
         self._counter = itertools.count()
         self._deciders: dict[str, Decider | None] = {}
+        self._arguments: dict[tuple[object, ...], Mapping[str, str]] = {}  # checked arguments, by what was given
         self.refresh()
 
     # ---- world ---------------------------------------------------------------------
@@ -356,8 +357,7 @@ class Authorizer:
         Raises RequestError for a request that is not well formed (never an allow).
         """
         if (
-            not args
-            and isinstance(principal, str)
+            isinstance(principal, str)
             and isinstance(operation, str)
             and isinstance(entity, str)
             and principal in self._principals
@@ -369,8 +369,26 @@ class Authorizer:
             if op is not None and known is not None and known.type == op.entity_type and self.inventory.exists(known):
                 plan = self._decider(operation)
                 if plan is not None:
-                    return plan(principal, entity, _NO_ARGS)
+                    given = self._checked_args(op, known, entity, args) if args else _NO_ARGS
+                    if given is not None:
+                        return plan(principal, entity, given)
         return self.decide(self.request(principal, operation, entity, args))
+
+    def _checked_args(
+        self, op: Operation, target: EntityId, entity: str, args: Mapping[str, object]
+    ) -> Mapping[str, str] | None:
+        """A request's arguments checked (as :meth:`request` does) and kept for the next time the
+        same ones come; None when they cannot be kept (a value that is not hashable)."""
+        try:
+            key = (op.qualified, entity, tuple(args.items()))
+            found = self._arguments.get(key)
+        except TypeError:
+            return None
+        if found is None:
+            if len(self._arguments) >= ID_CACHE:  # bounded, as the id caches
+                self._arguments.clear()
+            found = self._arguments[key] = MappingProxyType(dict(self._args(op, args, target)))
+        return found
 
     def check(self, request: Request) -> Decision:
         """Decide one request, with its proof or its unmet requirements and the fixes."""

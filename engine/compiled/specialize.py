@@ -238,6 +238,7 @@ class _Unfolder:
     def conjunctions(self, goal: Atom, rigid: frozenset[str]) -> list[Conjunction]:
         """The ways ``goal`` holds, each a conjunction with no positive request-derived literal."""
         out: list[Conjunction] = []
+        seen: set[Conjunction] = set()
         work: list[tuple[list[Literal], dict[str, Term]]] = [([goal], {})]
         while work:
             body, theta = work.pop()
@@ -248,7 +249,10 @@ class _Unfolder:
             if position is None:
                 done = self._finish(body, theta)
                 if done is not None:
-                    out.append(done)
+                    key = _renamed(done, rigid)  # one per way: the same one can come by several rows
+                    if key not in seen:
+                        seen.add(key)
+                        out.append(done)
                     if len(out) > MAX_CONJUNCTIONS:
                         raise NotCompiled
                 continue
@@ -292,6 +296,16 @@ class _Unfolder:
             if resolved not in out:
                 out.append(resolved)
         return tuple(out)
+
+
+def _renamed(conjunction: Conjunction, rigid: frozenset[str]) -> Conjunction:
+    """``conjunction`` with its own variables named by their first place: equal when the same."""
+    names: dict[str, Term] = {}
+    for literal in conjunction:
+        for name in literal.variables if isinstance(literal, Comparison) else _all_vars(literal):
+            if name not in rigid and name not in names:
+                names[name] = Var(f"\x02{len(names)}")
+    return tuple(_resolve(literal, names) for literal in conjunction)
 
 
 def _all_vars(atom: Atom) -> list[str]:
