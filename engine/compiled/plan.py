@@ -136,6 +136,23 @@ def compile_conjunction(
     return lambda sources: build(sources, constants, EMPTY, chain)
 
 
+def repeated_free(atom: Atom, columns: Sequence[int]) -> list[str]:
+    """Tests that a row ``t`` agrees where an unbound variable appears twice in ``atom``.
+
+    >>> from dsl.ir import Atom, Var
+    >>> repeated_free(Atom("edge", (Var("X"), Var("Y"), Var("X"))), [1])
+    ['t[2] == t[0]']
+    """
+    first: dict[str, int] = {}
+    same = []
+    for position, term in enumerate(atom.terms):
+        if position not in columns and isinstance(term, Var):
+            if term.name in first:
+                same.append(f"t[{position}] == t[{first[term.name]}]")
+            first.setdefault(term.name, position)
+    return same
+
+
 def _score(
     atom: Atom, slot: Slot, bound: set[str], i: int, estimate: Callable[[int, tuple[int, ...]], float] | None
 ) -> tuple[bool, float, int]:
@@ -211,13 +228,7 @@ def _filter(
     columns = _columns(literal, bound)
     arity = len(literal.terms)
     _reader(prologue, f"x{i}", slot.source, columns, arity)
-    first: dict[str, int] = {}
-    same = []
-    for position, term in enumerate(literal.terms):
-        if position not in columns and isinstance(term, Var):
-            if term.name in first:
-                same.append(f"t[{position}] == t[{first[term.name]}]")
-            first.setdefault(term.name, position)
+    same = repeated_free(literal, columns)
     if same:  # an unbound variable twice inside the negation: only rows where the two agree count
         rows = f"x{i}.get({_key(writer, literal, columns)}, E)" if columns else f"x{i}"
         writer.line(f"if not any({' and '.join(same)} for t in {rows}):")

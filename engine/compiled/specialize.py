@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from dsl.ir import Atom, Comparison, Const, Literal, Rule, Term, Var
 from engine.analysis import Analysis, Component, Kind
 from engine.compiled.evaluate import Evaluator
-from engine.compiled.plan import EMPTY, OPERATORS
+from engine.compiled.plan import EMPTY, OPERATORS, repeated_free
 from engine.program import Program
 
 if TYPE_CHECKING:
@@ -592,7 +592,7 @@ class _Writer:
         columns = self._columns(literal)
         arity = len(literal.terms)
         reader = self.module.reader(literal.predicate, columns, arity)
-        repeated = _repeated_free(literal, columns)
+        repeated = repeated_free(literal, columns)
         key = self._key(literal, columns)
         if repeated:
             rows = f"{reader}.get({key}, E)" if columns else reader
@@ -603,17 +603,6 @@ class _Writer:
             self.test(f"not {reader}.get({key})")
         else:
             self.test(f"not {reader}")
-
-
-def _repeated_free(atom: Atom, columns: tuple[int, ...]) -> list[str]:
-    first: dict[str, int] = {}
-    same = []
-    for position, term in enumerate(atom.terms):
-        if position not in columns and isinstance(term, Var):
-            if term.name in first:
-                same.append(f"t[{position}] == t[{first[term.name]}]")
-            first.setdefault(term.name, position)
-    return same
 
 
 # ---- specializing ---------------------------------------------------------------------
