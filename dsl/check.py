@@ -387,11 +387,17 @@ def _has_cycle(edges: Iterable[tuple[str, str]]) -> bool:
     successors: dict[str, list[str]] = {}
     for a, b in edges:
         successors.setdefault(a, []).append(b)
-    return any(len(c) > 1 or c[0] in successors.get(c[0], ()) for c in _components(successors))
+    return any(len(c) > 1 or c[0] in successors.get(c[0], ()) for c in components(successors))
 
 
-def _components(successors: dict[str, list[str]]) -> list[list[str]]:
-    """Strongly connected components (Tarjan's algorithm, without recursion), each before those it reaches."""
+def components(successors: dict[str, list[str]]) -> list[list[str]]:
+    """Strongly connected components (Tarjan's algorithm, without recursion), each before those it reaches.
+
+    Nodes are visited in the order of ``successors`` and their lists, so the order is deterministic.
+
+    >>> components({"a": ["b"], "b": ["a", "c"], "c": []})
+    [['b', 'a'], ['c']]
+    """
     nodes = list(successors)
     for reached in successors.values():
         nodes.extend(reached)
@@ -483,11 +489,11 @@ def strata(rules: Iterable[Rule]) -> list[list[str]]:
     rules = list(rules)
     deps = _Dependencies(rules)
     heads = {r.head.predicate for r in rules if r.body}
-    components = _components(deps.successors)
-    component_of = {member: number for number, members in enumerate(components) for member in members}
+    found = components(deps.successors)
+    component_of = {member: number for number, members in enumerate(found) for member in members}
     # Components come before those they reach: a component's level is final before any successor reads it.
-    level = [0] * len(components)
-    for number, members in enumerate(components):
+    level = [0] * len(found)
+    for number, members in enumerate(found):
         for a in members:
             for b in deps.successors[a]:
                 target = component_of[b]
@@ -495,7 +501,7 @@ def strata(rules: Iterable[Rule]) -> list[list[str]]:
                     step = 1 if deps.edges[a, b][0] else 0
                     level[target] = max(level[target], level[number] + step)
     result: dict[int, list[str]] = {}
-    for number, members in enumerate(components):
+    for number, members in enumerate(found):
         heads_here = sorted(m for m in members if m in heads)
         if heads_here:
             result.setdefault(level[number], []).extend(heads_here)
@@ -508,7 +514,7 @@ def _stratification(policy: Policy, errors: list[PolicyError]) -> None:
     # the error does not depend on the order of a set of strings (PYTHONHASHSEED).
     cycles = sorted(
         (deps.edges[a, b][1], a, b)
-        for component in _components(deps.successors)
+        for component in components(deps.successors)
         for a in component
         for b in component
         if (a, b) in deps.edges and deps.edges[a, b][0]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from functools import cached_property
 
+from dsl.check import components
 from dsl.ir import Atom, Rule
 from engine.program import Program
 
@@ -105,53 +106,12 @@ def analyse(program: Program) -> Analysis:
 
 
 def _components(rules: Iterable[Rule]) -> list[set[str]]:
-    """Strongly connected components of the predicate graph, dependencies first (Tarjan)."""
+    """Strongly connected components of the predicate graph, dependencies first."""
     edges: dict[str, set[str]] = {}
     for rule in rules:
         uses = edges.setdefault(rule.head.predicate, set())
         uses.update(b.predicate for b in rule.body if isinstance(b, Atom))
     heads = set(edges)
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    order: list[set[str]] = []
-
-    def visit(node: str) -> None:
-        # iterative Tarjan: a deep chain of rules must not hit Python's recursion limit
-        work = [(node, iter(sorted(edges.get(node, set()) & heads)))]
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        while work:
-            current, successors = work[-1]
-            advanced = False
-            for nxt in successors:
-                if nxt not in index:
-                    index[nxt] = low[nxt] = len(index)
-                    stack.append(nxt)
-                    on_stack.add(nxt)
-                    work.append((nxt, iter(sorted(edges.get(nxt, set()) & heads))))
-                    advanced = True
-                    break
-                if nxt in on_stack:
-                    low[current] = min(low[current], index[nxt])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[current])
-            if low[current] == index[current]:
-                members = set()
-                while True:
-                    top = stack.pop()
-                    on_stack.discard(top)
-                    members.add(top)
-                    if top == current:
-                        break
-                order.append(members)
-
-    for head in sorted(heads):
-        if head not in index:
-            visit(head)
-    return order
+    # each head before what it uses, visited in sorted order; reversed: what is used comes first
+    successors = {head: sorted(edges[head] & heads) for head in sorted(heads)}
+    return [set(members) for members in reversed(components(successors))]
