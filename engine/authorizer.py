@@ -151,6 +151,18 @@ class Authorizer:
         self._apply({}, {"member_of": set(gone)})
         return gone
 
+    def add_admins(self, actor: str, principals: Iterable[str]) -> list[str]:
+        """Make principals authorization admins, as the authorization admin ``actor``; the new ones."""
+        new = self.world.add_admins(actor, principals)
+        self._apply({"admin": {(a,) for a in new}}, {})
+        return new
+
+    def remove_admins(self, actor: str, principals: Iterable[str]) -> list[str]:
+        """Take principals out of the authorization admins, as the authorization admin ``actor``."""
+        gone = self.world.remove_admins(actor, principals)
+        self._apply({}, {"admin": {(a,) for a in gone}})
+        return gone
+
     def add_entity(self, actor: str, entity: EntityId) -> list[EntityId]:
         """Create an entity (and what encloses it) as the authorization admin ``actor``;
         return the entities that exist now and did not."""

@@ -173,6 +173,24 @@ class World:
         self._persist()
         return gone
 
+    def add_admins(self, actor: str, principals: Iterable[str]) -> list[str]:
+        """Make principals (users, groups or roles) authorization admins, as the admin ``actor``."""
+        self._require_admin(actor, "admins")
+        new = [parse_principal(p) for p in dict.fromkeys(principals) if p not in self.admins]
+        self.admins.update(new)
+        self._persist()
+        return new
+
+    def remove_admins(self, actor: str, principals: Iterable[str]) -> list[str]:
+        """Take principals out of the authorization admins, as the admin ``actor``; never the last one."""
+        self._require_admin(actor, "admins")
+        gone = [p for p in dict.fromkeys(principals) if p in self.admins]
+        if gone and len(self.admins) <= len(gone):
+            raise WorldError("that would leave no authorization admin; add another admin first")
+        self.admins.difference_update(gone)
+        self._persist()
+        return gone
+
     def forget_entities(self, actor: str, entities: Iterable[EntityId]) -> None:
         """Unlist entities as ``actor`` (their grants are kept); the caller knows which (see Inventory)."""
         self._require_admin(actor, "entities")

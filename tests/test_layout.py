@@ -1,8 +1,8 @@
 """The import rules of ARCHITECTURE.md, read from the source with ``ast`` (nothing here imports privilog).
 
 * Layers: ``dsl`` < ``engine`` < ``proofs`` < ``privilog``; a module never imports a higher layer.
-* Rooms of ``privilog``: an application room (``repl``, ``testing``, ``pipeline``) and a shared
-  module (``api``, ``render``, ``usage``) import the shared modules and the layers below, never an
+* Rooms of ``privilog``: an application room (``repl``, ``testing``, ``pipeline``, ``serve``) and a shared
+  module (``api``, ``render``, ``store``, ``usage``) import the shared modules and the layers below, never an
   application room but their own; only ``cli`` (and ``python -m privilog``) dispatches to them.
 * No two modules import each other, directly or around a circle: every import counts, at the top
   of a module, inside a function, or under ``TYPE_CHECKING``.
@@ -24,8 +24,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("dsl", "engine", "proofs", "privilog")
-APPLICATIONS = {"repl", "testing", "pipeline"}
-SHARED = {"__init__", "api", "render", "usage"}  # the face's bottom: any room may import these
+APPLICATIONS = {"repl", "testing", "pipeline", "serve"}
+SHARED = {"__init__", "api", "render", "store", "usage"}  # the face's bottom: any room may import these
 DISPATCHERS = {"cli", "__main__"}  # may import any room
 SPARK_ALLOWED = ("engine.spark", "privilog.pipeline")
 NEVER_ON_CHECK = ("networkx", "pyDatalog", "pyspark")

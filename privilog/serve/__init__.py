@@ -1,0 +1,1 @@
+"""privilog serve: the authorization backend over HTTP (being built)."""

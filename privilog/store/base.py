@@ -1,0 +1,280 @@
+"""The grant store's vocabulary: changes, audit records, tokens, and the Store interface.
+
+A store holds what a deployment's authorization is made of (entities, grants,
+memberships of groups and roles, roles, authorization admins) and an
+append-only log of every change asked of it, applied or refused. The log is
+also how replicas follow each other: a change is applied by replaying the
+log's applied entries in order (:mod:`privilog.store.deployment`).
+
+Every change is one transaction that checks, in the store, that its actor is
+an authorization admin (itself or through a group or role), so two replicas
+(or two processes on one SQLite file) can never both act on a state that one
+of them has not seen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from dsl.errors import OneLineError
+from engine.ids import EntityId, IdError, parse_principal
+from engine.world import NotAnAdmin, World, check_action
+
+SCHEMA_VERSION = 1
+
+# kind -> the shape of one item; every change is a kind and a list of items
+KINDS: dict[str, str] = {
+    "grant": "[PRINCIPAL, ACTION, ENTITY]",
+    "revoke": "[PRINCIPAL, ACTION, ENTITY]",
+    "member.add": "[PRINCIPAL, GROUP_OR_ROLE]",
+    "member.remove": "[PRINCIPAL, GROUP_OR_ROLE]",
+    "entity.add": "ENTITY",
+    "entity.delete": "ENTITY",
+    "admin.add": "PRINCIPAL",
+    "admin.remove": "PRINCIPAL",
+    "role.create": "ROLE",
+    "role.drop": "ROLE",
+    "token.create": "[TOKEN_ID, PRINCIPAL]",
+    "token.revoke": "TOKEN_ID",
+}
+# the kinds a replica's engine applies; token changes only touch the store's token table.
+# An ``import`` entry (a whole world added at once) makes a replica read the store anew.
+ENGINE_KINDS = frozenset(KINDS) - {"token.create", "token.revoke"}
+IMPORT = "import"
+MAX_ITEMS = 100_000  # items in one change; a bigger batch is an import
+
+
+class StoreError(OneLineError):
+    """A store that cannot be opened or used as asked, or a change that is malformed."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One entry of the log: who asked what, when, and what it did.
+
+    ``items`` are what the change did (for a grant, the grants that were new);
+    ``asked`` what was asked. ``outcome`` is ``applied`` or ``refused: REASON``.
+    """
+
+    seq: int
+    at: str
+    actor: str
+    kind: str
+    items: tuple[Any, ...]
+    asked: tuple[Any, ...]
+    request_id: str
+    outcome: str
+
+    @property
+    def applied(self) -> bool:
+        return self.outcome == "applied"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "at": self.at,
+            "actor": self.actor,
+            "kind": self.kind,
+            "items": [list(i) if isinstance(i, tuple) else i for i in self.items],
+            "asked": [list(i) if isinstance(i, tuple) else i for i in self.asked],
+            "request_id": self.request_id,
+            "outcome": self.outcome,
+        }
+
+
+def now() -> str:
+    """The time of a change: ISO 8601 in UTC, to the microsecond (sorts as text)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def check_items(kind: str, items: Iterable[Any], actions: Sequence[str] = ()) -> tuple[Any, ...]:
+    """``items`` of a ``kind`` change, each checked as the world file's reader checks it, in canonical form.
+
+    Entities become their canonical text; pairs become tuples. A malformed item
+    is a StoreError or IdError naming it, so nothing written can fail to load.
+    """
+    if kind not in KINDS:
+        raise StoreError(f"unknown change `{kind}` (the changes are: {', '.join(KINDS)})")
+    out: list[Any] = []
+    for item in items:
+        out.append(_check_item(kind, item, actions))
+        if len(out) > MAX_ITEMS:
+            raise StoreError(f"a change has at most {MAX_ITEMS} items; import a world for more (`privilog store import`)")
+    return tuple(dict.fromkeys(out))
+
+
+def _check_item(kind: str, item: Any, actions: Sequence[str]) -> Any:
+    shape = KINDS[kind]
+    if shape.startswith("["):
+        width = shape.count(",") + 1
+        if not isinstance(item, list | tuple) or len(item) != width or not all(isinstance(x, str) for x in item):
+            raise StoreError(f"an item of `{kind}` is {shape}, not {item!r}")
+        if kind in ("grant", "revoke"):
+            return (parse_principal(item[0]), check_action(item[1], actions), str(_entity(item[2])))
+        if kind.startswith("member."):
+            return (parse_principal(item[0]), parse_principal(item[1]))
+        return (_token_id(item[0]), parse_principal(item[1]))
+    if not isinstance(item, str):
+        raise StoreError(f"an item of `{kind}` is {shape}, not {item!r}")
+    if kind.startswith("entity."):
+        return str(_entity(item))
+    if kind.startswith("token."):
+        return _token_id(item)
+    principal = parse_principal(item)
+    if kind.startswith("role.") and not principal.startswith("role:"):
+        raise StoreError(f"a role is `role:NAME`, not `{principal}`")
+    return principal
+
+
+def _entity(text: str) -> EntityId:
+    entity = EntityId.parse(text)
+    if entity.type == "instance":
+        raise IdError(f"`{text}` is the instance; it is neither created nor deleted")
+    return entity
+
+
+def _token_id(text: str) -> str:
+    if not (isinstance(text, str) and 8 <= len(text) <= 32 and text.isalnum() and text.isascii()):
+        raise StoreError(f"a token id is 8 to 32 letters and digits, not {text!r}")
+    return text
+
+
+# ---- tokens ------------------------------------------------------------------------------
+
+TOKEN_PREFIX = "plg"
+
+
+def new_token() -> tuple[str, str, str]:
+    """A new bearer token: (token_id, secret's hash, the token to hand out once).
+
+    The token is ``plg_ID_SECRET``; the store keeps the id and a SHA-256 of the
+    secret (256 random bits, so a plain hash is enough: nothing to brute-force).
+    """
+    token_id = secrets.token_hex(8)
+    secret = secrets.token_urlsafe(32)
+    return token_id, hash_secret(secret), f"{TOKEN_PREFIX}_{token_id}_{secret}"
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def split_token(token: str) -> tuple[str, str] | None:
+    """(id, secret) of a well-formed token, else None."""
+    parts = token.split("_", 2) if isinstance(token, str) and len(token) < 200 else []
+    if len(parts) != 3 or parts[0] != TOKEN_PREFIX or not parts[1].isalnum() or not parts[2]:
+        return None
+    return parts[1], parts[2]
+
+
+def secret_matches(secret: str, digest: str) -> bool:
+    return hmac.compare_digest(hash_secret(secret), digest)
+
+
+@dataclass(frozen=True)
+class Token:
+    """A token as the store lists it (never its secret)."""
+
+    token_id: str
+    principal: str
+    created: str
+    revoked: str | None
+
+
+# ---- the interface -----------------------------------------------------------------------
+
+
+class Store(ABC):
+    """Entities, grants, memberships, roles, admins, tokens and the audit log, durably.
+
+    Every method is one transaction. :meth:`change` returns only after the change
+    is durable; a refused change is logged (``outcome`` ``refused: ...``) and then
+    raised as :class:`~engine.world.NotAnAdmin` or :class:`StoreError`.
+    """
+
+    url: str
+
+    @abstractmethod
+    def snapshot(self) -> tuple[World, int]:
+        """The whole store as a World, and the sequence number of the last change in it."""
+
+    @abstractmethod
+    def change(self, actor: str, kind: str, items: Iterable[Any], request_id: str = "", *,
+               trusted: bool = False) -> Change:
+        """Apply one change as ``actor`` (an authorization admin) and log it; the log entry.
+
+        ``trusted``: a local operator's command (``privilog store``, ``privilog token``),
+        whose actor needs no admin grant in the store (how the first admin is made).
+        """
+
+    @abstractmethod
+    def roles(self) -> list[str]:
+        """Every role created (or joined), sorted."""
+
+    @abstractmethod
+    def changes_since(self, seq: int, limit: int = 10_000) -> list[Change]:
+        """Log entries after ``seq``, oldest first (applied and refused)."""
+
+    @abstractmethod
+    def last_seq(self) -> int:
+        """The sequence number of the newest log entry (0 for none)."""
+
+    @abstractmethod
+    def audit(
+        self, principal: str | None = None, entity: str | None = None, since: str | None = None, limit: int = 1000
+    ) -> list[Change]:
+        """Log entries, newest last: by or about ``principal``, about ``entity``, at or after ``since``."""
+
+    @abstractmethod
+    def import_world(self, world: World, actor: str) -> dict[str, int]:
+        """Add everything in ``world`` in one transaction (logged as one entry per kind); counts added."""
+
+    @abstractmethod
+    def create_token(self, principal: str, actor: str) -> tuple[str, str]:
+        """A new token for ``principal``: (token_id, the token, shown once). Logged."""
+
+    @abstractmethod
+    def revoke_token(self, token_id: str, actor: str) -> bool:
+        """Revoke a token; whether it was live. Logged."""
+
+    @abstractmethod
+    def tokens(self) -> list[Token]:
+        """Every token, live and revoked."""
+
+    @abstractmethod
+    def token_principal(self, token: str) -> str | None:
+        """The principal a live token stands for, or None."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the connection."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = [
+    "ENGINE_KINDS",
+    "KINDS",
+    "SCHEMA_VERSION",
+    "Change",
+    "NotAnAdmin",
+    "Store",
+    "StoreError",
+    "Token",
+    "check_items",
+    "new_token",
+    "now",
+    "secret_matches",
+    "split_token",
+]

@@ -1,0 +1,153 @@
+"""A deployment: an authorizer kept in step with a store.
+
+Every change goes to the store first: it is checked there (the actor is an
+authorization admin, in the change's own transaction), made durable and
+logged. The authorizer then *replays the log* from where it was, in order —
+its own change and any a replica or another process made meanwhile — each
+applied incrementally (one grant costs what it changes). So a deployment
+never shows a state the store has not committed, and every replica passes
+through the same states in the same order.
+
+The world an authorizer of a deployment holds refuses changes made to it
+directly (``deployment.authorizer.grant(...)``): only the replay changes it.
+
+>>> import tempfile, pathlib, dsl
+>>> from privilog.store import open_store
+>>> store = open_store(str(pathlib.Path(tempfile.mkdtemp()) / "authz.db"))
+>>> _ = store.change("local:ops", "admin.add", ["user:root"], trusted=True)
+>>> deployment = Deployment(store, dsl.load_policy("cdap"))
+>>> _ = deployment.change("user:root", "grant", [["user:alice", "ADMIN", "namespace:ns1"]])
+>>> deployment.authorizer.allows("user:alice", "namespace.update", "namespace:ns1")
+True
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsl.ir import Policy
+from engine.authorizer import Authorizer
+from engine.ids import EntityId
+from engine.world import Grant, World, WorldError
+
+from .base import IMPORT, Change, Store
+
+
+@dataclass
+class FollowingWorld(World):
+    """A world that only the replay of a store's log changes."""
+
+    store_url: str = field(default="", compare=False, repr=False)
+    replaying: bool = field(default=False, compare=False, repr=False)
+
+    def _require_admin(self, actor: str, what: str = "grants") -> None:
+        if not self.replaying:
+            raise WorldError(
+                f"this world follows the store {self.store_url}: change {what} through the store "
+                "(`privilog store`, the REPL, or the server), where admins are checked and changes audited"
+            )
+
+    @classmethod
+    def of(cls, world: World, store_url: str) -> FollowingWorld:
+        return cls(
+            entities=world.entities, grants=world.grants, members=world.members, admins=world.admins,
+            instance=world.instance, actions=world.actions, store_url=store_url,
+        )
+
+
+class Deployment:
+    """One policy over one store's world, kept current by replaying the store's log."""
+
+    def __init__(self, store: Store, policy: Policy, backend: str = "compiled"):
+        self.store = store
+        self.backend = backend
+        self.lock = threading.RLock()  # held while the authorizer changes; take it to read across threads
+        self.authorizer, self.seq = self._load(policy)
+        self.policy = policy
+
+    def _load(self, policy: Policy) -> tuple[Authorizer, int]:
+        world, seq = self.store.snapshot()
+        return Authorizer(policy, FollowingWorld.of(world, self.store.url), self.backend), seq
+
+    # ---- changes ----------------------------------------------------------------------------
+
+    def change(self, actor: str, kind: str, items: Iterable[Any], request_id: str = "") -> Change:
+        """Make a change in the store as ``actor`` (durable and audited; refused unless an admin),
+        then bring the authorizer up to it. The log entry."""
+        entry = self.store.change(actor, kind, items, request_id)
+        self.catch_up(until=entry.seq)
+        return entry
+
+    def catch_up(self, until: int | None = None) -> int:
+        """Replay the store's log after the last entry applied; the number of entries replayed.
+
+        ``until``: stop once that entry is applied (entries after it wait for the next call).
+        """
+        count = 0
+        with self.lock:
+            while until is None or self.seq < until:
+                entries = self.store.changes_since(self.seq, limit=1000)
+                if not entries:
+                    break
+                for entry in entries:
+                    count += 1
+                    if entry.kind == IMPORT and entry.applied:  # a whole world: read the store anew
+                        self.authorizer, self.seq = self._load(self.policy)
+                        break
+                    self._replay(entry)
+                    self.seq = entry.seq
+                    if until is not None and self.seq >= until:
+                        break
+        return count
+
+    def reload(self, policy: Policy | None = None) -> None:
+        """Read the whole store anew (and take ``policy``, when given): the old authorizer serves
+        until the new one is ready."""
+        authorizer, seq = self._load(policy or self.policy)
+        with self.lock:
+            self.authorizer, self.seq = authorizer, seq
+            if policy is not None:
+                self.policy = policy
+        self.catch_up()
+
+    @contextmanager
+    def _replaying(self) -> Iterator[None]:
+        world = self.authorizer.world
+        assert isinstance(world, FollowingWorld)
+        world.replaying = True
+        try:
+            yield
+        finally:
+            world.replaying = False
+
+    def _replay(self, entry: Change) -> None:
+        if not entry.applied or not entry.items:
+            return
+        a, kind, items, actor = self.authorizer, entry.kind, entry.items, entry.actor
+        with self._replaying():
+            if kind in ("grant", "revoke"):
+                grants = [Grant(p, action, EntityId.parse(e)) for p, action, e in items]
+                (a.grant if kind == "grant" else a.revoke)(actor, grants)
+            elif kind == "member.add":
+                a.add_members(actor, items)
+            elif kind == "member.remove":
+                a.remove_members(actor, items)
+            elif kind == "admin.add":
+                a.add_admins(actor, items)
+            elif kind == "admin.remove":
+                a.remove_admins(actor, items)
+            elif kind == "entity.add":
+                for text in items:
+                    a.add_entity(actor, EntityId.parse(text))
+            elif kind == "entity.delete":
+                for text in items:
+                    a.delete_entity(actor, EntityId.parse(text))
+            elif kind == "role.drop":
+                for role in items:
+                    a.remove_members(actor, [m for m in a.world.members if m[1] == role])
+                    a.revoke(actor, [g for g in a.world.grants if g.principal == role])
+            # role.create, token.*: nothing the engine holds

@@ -1,0 +1,406 @@
+"""The store over SQL, for any database with a DB-API driver: the statements, in one place.
+
+:class:`SqlStore` is the whole store written once; a dialect
+(:mod:`privilog.store.sqlite`, :mod:`privilog.store.postgres`) says how to
+connect, how to take the write lock, and the few words that differ. Statements
+are written with ``?`` placeholders; a dialect whose driver wants ``%s`` gets
+them rewritten once.
+
+Tables (schema version 1):
+
+* ``meta(key, value)``: ``schema_version``, ``instance``;
+* ``entities(entity, top)``: the entities listed as existing, with their namespace
+  (or themselves, at the top) so a delete reads only its own namespace;
+* ``grants(principal, action, entity)``, ``members(member, grp)``,
+  ``admins(principal)``, ``roles(role)``;
+* ``tokens(token_id, digest, principal, created, revoked)``;
+* ``changes(seq, at, actor, kind, items, asked, request_id, outcome)``: the
+  audit log and the change log in one, append-only (triggers refuse updates
+  and deletes where the database has them).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from abc import abstractmethod
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from engine.ids import DEFAULT_INSTANCE, EntityId
+from engine.world import NotAnAdmin, World, world_from_data
+
+from .base import (
+    IMPORT,
+    SCHEMA_VERSION,
+    Change,
+    Store,
+    StoreError,
+    Token,
+    check_items,
+    new_token,
+    now,
+    secret_matches,
+    split_token,
+)
+
+_IS_ADMIN = """
+WITH RECURSIVE g(p) AS (SELECT ? UNION SELECT m.grp FROM members m JOIN g ON m.member = g.p)
+SELECT 1 FROM admins WHERE principal IN (SELECT p FROM g) LIMIT 1
+"""
+
+# kind -> (table, its columns): the kinds that add or remove rows of one table
+_ROWS: dict[str, tuple[str, tuple[str, ...], bool]] = {
+    "grant": ("grants", ("principal", "action", "entity"), True),
+    "revoke": ("grants", ("principal", "action", "entity"), False),
+    "member.add": ("members", ("member", "grp"), True),
+    "member.remove": ("members", ("member", "grp"), False),
+    "admin.add": ("admins", ("principal",), True),
+    "admin.remove": ("admins", ("principal",), False),
+    "role.create": ("roles", ("role",), True),
+}
+
+_CHANGE_COLUMNS = "seq, at, actor, kind, items, asked, request_id, outcome"
+
+
+def top_of(entity: EntityId) -> str:
+    """The namespace an entity lies in (or the entity itself, at the top): what a delete reads."""
+    ancestors = [a for a in entity.ancestors() if a.type != "instance"]
+    return str(ancestors[-1] if ancestors else entity)
+
+
+class SqlStore(Store):
+    """The store, over a DB-API connection the dialect opens."""
+
+    placeholder = "?"
+    contains = "instr"  # the function f(haystack, needle) > 0
+
+    def __init__(self, url: str, actions: Iterable[str] = ()):
+        self.url = url
+        self.actions = tuple(actions)
+        self._lock = threading.RLock()  # one connection; the server calls from several threads
+        self._conn = self._connect()
+        self._migrate()
+
+    # ---- what a dialect provides ----------------------------------------------------------
+
+    @abstractmethod
+    def _connect(self) -> Any:
+        """A DB-API connection in autocommit mode (transactions are begun explicitly)."""
+
+    @abstractmethod
+    def _schema(self) -> list[str]:
+        """The statements creating schema version 1."""
+
+    @abstractmethod
+    def _begin_write(self, cur: Any) -> None:
+        """Begin a transaction that holds the store's one write lock until it ends."""
+
+    def _begin_read(self, cur: Any) -> None:
+        cur.execute("BEGIN")
+
+    def _after_change(self, cur: Any, seq: int) -> None:
+        """Inside the change's transaction, after it is logged (PostgreSQL notifies replicas)."""
+
+    # ---- plumbing ---------------------------------------------------------------------------
+
+    def _sql(self, statement: str) -> str:
+        return statement if self.placeholder == "?" else statement.replace("?", self.placeholder)
+
+    @contextmanager
+    def _transaction(self, write: bool) -> Iterator[Any]:
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                (self._begin_write if write else self._begin_read)(cur)
+                yield cur
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            else:
+                cur.execute("COMMIT")
+            finally:
+                cur.close()
+
+    def _one(self, cur: Any, statement: str, params: tuple[Any, ...] = ()) -> Any:
+        cur.execute(self._sql(statement), params)
+        row = cur.fetchone()
+        return None if row is None else row[0]
+
+    def _migrate(self) -> None:
+        with self._transaction(write=True) as cur:
+            if not self._has_table(cur, "meta"):
+                for statement in self._schema():
+                    cur.execute(statement)
+                cur.execute(self._sql("INSERT INTO meta(key, value) VALUES (?, ?)"), ("schema_version", "1"))
+                cur.execute(self._sql("INSERT INTO meta(key, value) VALUES (?, ?)"), ("instance", DEFAULT_INSTANCE))
+            version = int(self._one(cur, "SELECT value FROM meta WHERE key = ?", ("schema_version",)) or 0)
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.url}: the store's schema is version {version}, newer than this privilog's "
+                    f"({SCHEMA_VERSION}); upgrade privilog"
+                )
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[step]:
+                    cur.execute(self._sql(statement))
+                cur.execute(self._sql("UPDATE meta SET value = ? WHERE key = ?"), (str(step), "schema_version"))
+
+    @abstractmethod
+    def _has_table(self, cur: Any, name: str) -> bool: ...
+
+    def _is_admin(self, cur: Any, principal: str) -> bool:
+        return self._one(cur, _IS_ADMIN, (principal,)) is not None
+
+    def _log(self, cur: Any, actor: str, kind: str, items: tuple[Any, ...], asked: tuple[Any, ...],
+             request_id: str, outcome: str) -> Change:
+        at = now()
+        cur.execute(
+            self._sql(
+                "INSERT INTO changes(at, actor, kind, items, asked, request_id, outcome) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq"
+            ),
+            (at, actor, kind, json.dumps(items), json.dumps(asked), request_id, outcome),
+        )
+        seq = int(cur.fetchone()[0])
+        if outcome == "applied":
+            self._after_change(cur, seq)
+        return Change(seq, at, actor, kind, items, asked, request_id, outcome)
+
+    def _refuse(self, actor: str, kind: str, asked: tuple[Any, ...], request_id: str, reason: str) -> None:
+        with self._transaction(write=True) as cur:
+            self._log(cur, actor, kind, (), asked, request_id, f"refused: {reason}")
+
+    # ---- changes ------------------------------------------------------------------------------
+
+    def change(self, actor: str, kind: str, items: Iterable[Any], request_id: str = "", *,
+               trusted: bool = False) -> Change:
+        if not isinstance(actor, str) or not actor or len(actor) > 512:
+            raise StoreError("a change needs the principal making it (its actor)")
+        asked = check_items(kind, items, self.actions)
+        with self._transaction(write=True) as cur:
+            if not trusted and not self._is_admin(cur, actor):
+                admins = [row[0] for row in self._rows(cur, "SELECT principal FROM admins ORDER BY principal LIMIT 5")]
+                reason = f"{actor} is not an authorization admin"
+                refused = NotAnAdmin(
+                    f"{reason}, so cannot make a `{kind}` change (admins: {', '.join(admins) or 'none'})"
+                )
+            else:
+                refused = None
+                done = self._apply(cur, kind, asked)
+                return self._log(cur, actor, kind, done, asked, request_id, "applied")
+        self._refuse(actor, kind, asked, request_id, reason)
+        raise refused
+
+    def _rows(self, cur: Any, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        cur.execute(self._sql(statement), params)
+        return [tuple(row) for row in cur.fetchall()]
+
+    def _apply(self, cur: Any, kind: str, items: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Change the tables; return the items that changed something."""
+        if kind in _ROWS:
+            table, columns, adding = _ROWS[kind]
+            where = " AND ".join(f"{c} = ?" for c in columns)
+            done = []
+            for item in items:
+                row = item if isinstance(item, tuple) else (item,)
+                present = self._one(cur, f"SELECT 1 FROM {table} WHERE {where}", row) is not None
+                if present != adding:
+                    done.append(item)
+            if kind == "admin.remove":
+                left = int(self._one(cur, "SELECT count(*) FROM admins")) - len(done)
+                if done and left <= 0:
+                    raise StoreError("that would leave no authorization admin; add another admin first")
+            marks = ", ".join("?" for _ in columns)
+            statement = (
+                f"INSERT INTO {table}({', '.join(columns)}) VALUES ({marks})" if adding
+                else f"DELETE FROM {table} WHERE {where}"
+            )
+            if done:
+                cur.executemany(self._sql(statement), [d if isinstance(d, tuple) else (d,) for d in done])
+            if kind == "member.add":  # a role someone joins exists
+                for _, group in done:
+                    if group.startswith("role:"):
+                        self._insert_missing(cur, "roles", "role", group)
+            return tuple(done)
+        if kind == "entity.add":
+            done = []
+            for text in items:
+                if self._one(cur, "SELECT 1 FROM entities WHERE entity = ?", (text,)) is None:
+                    cur.execute(self._sql("INSERT INTO entities(entity, top) VALUES (?, ?)"),
+                                (text, top_of(EntityId.parse(text))))
+                    done.append(text)
+            return tuple(done)
+        if kind == "entity.delete":
+            done = []
+            for text in items:
+                entity = EntityId.parse(text)
+                doomed = [
+                    row[0] for row in self._rows(cur, "SELECT entity FROM entities WHERE top = ?", (top_of(entity),))
+                    if row[0] == text or entity in EntityId.parse(row[0]).ancestors()
+                ]
+                if doomed:
+                    cur.executemany(self._sql("DELETE FROM entities WHERE entity = ?"), [(d,) for d in doomed])
+                    done.append(text)
+            return tuple(done)
+        if kind == "role.drop":
+            done = []
+            for role in items:
+                if self._one(cur, "SELECT 1 FROM roles WHERE role = ?", (role,)) is not None:
+                    for statement in ("DELETE FROM roles WHERE role = ?", "DELETE FROM members WHERE grp = ?",
+                                      "DELETE FROM grants WHERE principal = ?"):
+                        cur.execute(self._sql(statement), (role,))
+                    done.append(role)
+            return tuple(done)
+        if kind == "token.create":
+            raise StoreError("tokens are created with `privilog token create`, which shows the token once")
+        if kind == "token.revoke":
+            done = []
+            for token_id in items:
+                if self._one(cur, "SELECT 1 FROM tokens WHERE token_id = ? AND revoked IS NULL", (token_id,)):
+                    cur.execute(self._sql("UPDATE tokens SET revoked = ? WHERE token_id = ?"), (now(), token_id))
+                    done.append(token_id)
+            return tuple(done)
+        raise StoreError(f"unknown change `{kind}`")  # pragma: no cover - check_items refused it
+
+    def _insert_missing(self, cur: Any, table: str, column: str, value: str) -> None:
+        if self._one(cur, f"SELECT 1 FROM {table} WHERE {column} = ?", (value,)) is None:
+            cur.execute(self._sql(f"INSERT INTO {table}({column}) VALUES (?)"), (value,))
+
+    # ---- reading --------------------------------------------------------------------------
+
+    def snapshot(self) -> tuple[World, int]:
+        with self._transaction(write=False) as cur:
+            seq = int(self._one(cur, "SELECT coalesce(max(seq), 0) FROM changes"))
+            data = {
+                "instance": self._one(cur, "SELECT value FROM meta WHERE key = ?", ("instance",)),
+                "entities": [r[0] for r in self._rows(cur, "SELECT entity FROM entities")],
+                "grants": [list(r) for r in self._rows(cur, "SELECT principal, action, entity FROM grants")],
+                "members": [list(r) for r in self._rows(cur, "SELECT member, grp FROM members")],
+                "admins": [r[0] for r in self._rows(cur, "SELECT principal FROM admins")],
+            }
+        # a store opened without a policy reads the actions its grants name (they were checked on the way in)
+        actions = self.actions or tuple(sorted({g[1] for g in data["grants"]}))
+        return world_from_data(data, actions), seq
+
+    def roles(self) -> list[str]:
+        with self._transaction(write=False) as cur:
+            return [r[0] for r in self._rows(cur, "SELECT role FROM roles ORDER BY role")]
+
+    def changes_since(self, seq: int, limit: int = 10_000) -> list[Change]:
+        with self._transaction(write=False) as cur:
+            rows = self._rows(
+                cur, f"SELECT {_CHANGE_COLUMNS} FROM changes WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
+            )
+        return [_change(row) for row in rows]
+
+    def last_seq(self) -> int:
+        with self._transaction(write=False) as cur:
+            return int(self._one(cur, "SELECT coalesce(max(seq), 0) FROM changes"))
+
+    def audit(self, principal: str | None = None, entity: str | None = None, since: str | None = None,
+              limit: int = 1000) -> list[Change]:
+        where, params = [], []
+        if principal is not None:
+            where.append(f"(actor = ? OR {self.contains}(items, ?) > 0 OR {self.contains}(asked, ?) > 0)")
+            params += [principal, json.dumps(principal), json.dumps(principal)]
+        if entity is not None:
+            where.append(f"({self.contains}(items, ?) > 0 OR {self.contains}(asked, ?) > 0)")
+            params += [json.dumps(entity), json.dumps(entity)]
+        if since is not None:
+            where.append("at >= ?")
+            params.append(since)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        with self._transaction(write=False) as cur:
+            rows = self._rows(
+                cur,
+                f"SELECT * FROM (SELECT {_CHANGE_COLUMNS} FROM changes {clause} ORDER BY seq DESC LIMIT ?) AS t "
+                "ORDER BY seq",
+                (*params, limit),
+            )
+        return [_change(row) for row in rows]
+
+    # ---- bulk -----------------------------------------------------------------------------
+
+    def import_world(self, world: World, actor: str) -> dict[str, int]:
+        tables: list[tuple[str, str, list[tuple[Any, ...]]]] = [
+            ("entities", "entity, top", [(str(e), top_of(e)) for e in world.entities]),
+            ("grants", "principal, action, entity", [(g.principal, g.action, str(g.entity)) for g in world.grants]),
+            ("members", "member, grp", sorted(world.members)),
+            ("admins", "principal", [(a,) for a in world.admins]),
+            ("roles", "role", sorted({(p,) for pair in world.members for p in pair if p.startswith("role:")}
+                                     | {(g.principal,) for g in world.grants if g.principal.startswith("role:")})),
+        ]
+        counts: dict[str, int] = {}
+        with self._transaction(write=True) as cur:
+            instance = self._one(cur, "SELECT value FROM meta WHERE key = ?", ("instance",))
+            if world.instance != instance:
+                has = self._one(cur, "SELECT 1 FROM entities LIMIT 1") or self._one(cur, "SELECT 1 FROM grants LIMIT 1")
+                if has:
+                    raise StoreError(
+                        f"the world is of instance `{world.instance}` and the store of `{instance}`; "
+                        "import it into a new store"
+                    )
+                cur.execute(self._sql("UPDATE meta SET value = ? WHERE key = ?"), (world.instance, "instance"))
+            for table, columns, rows in tables:
+                counts[table] = self._bulk_insert(cur, table, columns, rows)
+            self._log(cur, actor, IMPORT, (), (counts,), "", "applied")
+        return counts
+
+    def _bulk_insert(self, cur: Any, table: str, columns: str, rows: list[tuple[Any, ...]]) -> int:
+        before = int(self._one(cur, f"SELECT count(*) FROM {table}"))
+        marks = ", ".join("?" for _ in columns.split(","))
+        statement = self._sql(f"INSERT INTO {table}({columns}) VALUES ({marks}) ON CONFLICT DO NOTHING")
+        for start in range(0, len(rows), 50_000):
+            cur.executemany(statement, rows[start:start + 50_000])
+        return int(self._one(cur, f"SELECT count(*) FROM {table}")) - before
+
+    # ---- tokens ---------------------------------------------------------------------------
+
+    def create_token(self, principal: str, actor: str) -> tuple[str, str]:
+        token_id, digest, token = new_token()
+        (principal,) = check_items("admin.add", [principal])
+        with self._transaction(write=True) as cur:
+            cur.execute(
+                self._sql("INSERT INTO tokens(token_id, digest, principal, created) VALUES (?, ?, ?, ?)"),
+                (token_id, digest, principal, now()),
+            )
+            self._log(cur, actor, "token.create", ((token_id, principal),), ((token_id, principal),), "", "applied")
+        return token_id, token
+
+    def revoke_token(self, token_id: str, actor: str) -> bool:
+        return bool(self.change(actor, "token.revoke", [token_id], trusted=True).items)
+
+    def tokens(self) -> list[Token]:
+        with self._transaction(write=False) as cur:
+            rows = self._rows(cur, "SELECT token_id, principal, created, revoked FROM tokens ORDER BY created")
+        return [Token(*row) for row in rows]
+
+    def token_principal(self, token: str) -> str | None:
+        parts = split_token(token)
+        if parts is None:
+            return None
+        with self._transaction(write=False) as cur:
+            row = self._rows(cur, "SELECT digest, principal FROM tokens WHERE token_id = ? AND revoked IS NULL",
+                             (parts[0],))
+        if row and secret_matches(parts[1], row[0][0]):
+            return str(row[0][1])
+        return None
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def _change(row: tuple[Any, ...]) -> Change:
+    seq, at, actor, kind, items, asked, request_id, outcome = row
+    return Change(int(seq), at, actor, kind, _tuples(json.loads(items)), _tuples(json.loads(asked)),
+                  request_id or "", outcome)
+
+
+def _tuples(items: list[Any]) -> tuple[Any, ...]:
+    return tuple(tuple(i) if isinstance(i, list) else i for i in items)
+
+
+# schema version -> the statements that bring version - 1 to it (version 1 is created whole)
+MIGRATIONS: dict[int, list[str]] = {1: []}
