@@ -15,13 +15,36 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from privilog.cli.store import STORE_HELP
 from privilog.usage import EXIT_BAD_INPUT, EXIT_DENY, EXIT_INTERNAL, EXIT_OK, CommandParser, UsageError
 
 
 def _policy_world(args: argparse.Namespace) -> Any:
     from privilog.api import load
 
-    return load(args.policy, args.world, backend=getattr(args, "backend", "compiled"), bind=False)
+    backend = getattr(args, "backend", "compiled")
+    url = _store(args)
+    if url is None:
+        return load(args.policy, args.world, backend=backend, bind=False)
+    import dsl
+    from privilog.store import open_store
+
+    policy = dsl.load_policy(args.policy)
+    with open_store(url, policy.actions, create=False) as store:
+        world, _ = store.snapshot()
+    return load(policy, world, backend=backend)
+
+
+def _store(args: argparse.Namespace, environment: bool = True) -> str | None:
+    """The store a command reads instead of a world: --store, or (``environment``) $PRIVILOG_STORE
+    when no --world is given."""
+    from privilog.cli.store import store_url
+
+    given = getattr(args, "store", None)
+    url = store_url(args, required=False) if environment and not getattr(args, "world", None) else given
+    if url and getattr(args, "world", None):
+        raise UsageError(f"privilog {args.command}: give --world or --store, not both")
+    return url
 
 
 def _args(pairs: Sequence[str]) -> dict[str, str]:
@@ -160,9 +183,16 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     left, right = dsl.load_policy(args.left), dsl.load_policy(args.right)
     comparison = Comparison(left, right, args.left, args.right)
-    if args.world:
-        world = load_world_for(left, args.world)
-        load_world_for(right, args.world)  # the world must make sense to both policies
+    url = _store(args, environment=False)  # a plain `diff A B` compares the policies, whatever the environment
+    if args.world or url:
+        if url:
+            from privilog.store import open_store
+
+            with open_store(url, left.actions, create=False) as store:
+                world = store.snapshot()[0]
+        else:
+            world = load_world_for(left, args.world)
+        load_world_for(right, world.to_data())  # the world must make sense to both policies
         changed = comparison.compare_world(world)
         if args.json:
             _print_json(world_diff_json(args.left, args.right, changed))
@@ -200,7 +230,7 @@ def cmd_repl(args: argparse.Namespace) -> int:
     from privilog.repl.session import Session
     from privilog.repl.terminal import run
 
-    return run(Session(args.policy, args.world))
+    return run(Session(args.policy, args.world, store=_store(args)))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -214,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
         if world:
             p.add_argument("--world", help="a world file (YAML or JSON); default: an empty world")
+            p.add_argument("--store", help=STORE_HELP)
             p.add_argument(
                 "--backend",
                 choices=("compiled", "pydatalog"),
@@ -278,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("left", metavar="POLICY_A")
     p.add_argument("right", metavar="POLICY_B")
     p.add_argument("--world", help="compare every decision in this world instead")
+    p.add_argument("--store", help="compare every decision in this store's world instead")
     p.add_argument("--witnesses", type=int, default=1, metavar="N", help="witnesses per direction (default 1)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_diff)
@@ -295,7 +327,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("repl", help=text, description=text + " (type `help` inside)")
     p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
     p.add_argument("--world", help="a world file (YAML or JSON); default: an empty world")
+    p.add_argument("--store", help=STORE_HELP + "; grants and entity changes are made there, durably")
     p.set_defaults(run=cmd_repl)
+    from privilog.cli import store
+
+    store.register(sub)
     from privilog.pipeline import commands as pipeline  # pyspark is imported only when a pipeline command runs
 
     pipeline.register(sub)

@@ -49,6 +49,9 @@ from engine.query import Budget, QueryLimit, solve, time_limit
 from engine.world import ALL, Grant, World, load_world, save_world
 from privilog.api import load_world_for
 from privilog.render.explain import render_decision, render_short, render_visible, witness_sentence
+from privilog.store import open_store
+from privilog.store.base import Change as LogEntry
+from privilog.store.deployment import Deployment
 
 MAX_ROWS = 10_000  # a query stops collecting bindings after this many
 MAX_ROWS_SHOWN = 100
@@ -190,14 +193,24 @@ class Session:
         self,
         policy: str = "cdap",
         world: str | Path | Mapping[str, Any] | None = None,
+        store: str | None = None,
     ):
         self.policy_name = policy
         self.policy_path = dsl.resolve_policy_path(policy)
         self.policy_text = self._read_policy(self.policy_path)
         self.policy: Policy = dsl.load_policy(str(self.policy_path))
         self.world_path: Path | None = Path(world) if isinstance(world, str | Path) else None
-        loaded = load_world_for(self.policy, dict(world) if isinstance(world, Mapping) else world)
-        self.authorizer = Authorizer(self.policy, loaded)
+        # with a store, every change goes to it (durable, admin-checked, audited) and the
+        # session replays the store's log before each line, so it sees others' changes too
+        self.deployment: Deployment | None = None
+        if store is not None:
+            if world is not None:
+                raise ReplError("give a world or a store, not both")
+            self.deployment = Deployment(open_store(store, self.policy.actions, create=False), self.policy)
+            self.authorizer = self.deployment.authorizer
+        else:
+            loaded = load_world_for(self.policy, dict(world) if isinstance(world, Mapping) else world)
+            self.authorizer = Authorizer(self.policy, loaded)
         self.rules: list[str] = []  # the session's own rules, in the order added
         self.finished = False
         self._unsaved = False
@@ -221,6 +234,9 @@ class Session:
             if self._interrupted:
                 self._rebuild()  # an interrupted evaluation may have left the backend half way
                 self._interrupted = False
+            if self.deployment is not None:
+                self.deployment.catch_up()  # what others changed in the store meanwhile
+                self.authorizer = self.deployment.authorizer
             return Reply(self._dispatch(line))
         except KeyboardInterrupt:
             self._interrupted = True
@@ -460,8 +476,13 @@ class Session:
         actions = self._actions(words[1])
         entities = [self.authorizer.entity(w) for w in words[2:at]]
         grants = [Grant(principal, a, e) for e in entities for a in actions]
-        change = self.authorizer.grant if verb == "grant" else self.authorizer.revoke
-        changed = change(actor, grants)
+        if self.deployment is not None:
+            rows = [[g.principal, g.action, str(g.entity)] for g in grants]
+            entry = self._store_change(actor, verb, rows)
+            changed = [Grant(p, a, self.authorizer.entity(e)) for p, a, e in entry.items]
+        else:
+            change = self.authorizer.grant if verb == "grant" else self.authorizer.revoke
+            changed = change(actor, grants)
         if changed:
             self._changed()
         return self._grant_report(verb, grants, changed)
@@ -506,7 +527,10 @@ class Session:
             if self.authorizer.inventory.exists(entity):
                 lines.append(f"{entity} already exists")
                 continue
-            self.authorizer.add_entity(actor, entity)
+            if self.deployment is not None:
+                self._store_change(actor, "entity.add", [str(entity)])
+            else:
+                self.authorizer.add_entity(actor, entity)
             held = sum(1 for g in self.world.grants if g.entity == entity)
             verb = "applies" if held == 1 else "apply"
             lines.append(f"added {entity}" + (f"; {_count(held, 'grant')} on it {verb} again" if held else ""))
@@ -521,7 +545,11 @@ class Session:
                 raise ReplError(f"no entity {entity} in the world" + (f"; {hint}" if hint else ""))
         lines = []
         for entity in entities:
-            doomed = self.authorizer.delete_entity(actor, entity)
+            if self.deployment is not None:
+                doomed = {entity, *self.authorizer.inventory.within(entity)}
+                self._store_change(actor, "entity.delete", [str(entity)])
+            else:
+                doomed = self.authorizer.delete_entity(actor, entity)
             kept = sum(1 for g in self.world.grants if g.entity in doomed)
             lines.append(f"deleted {_count(len(doomed), 'entity', 'entities')}: {', '.join(map(str, sorted(doomed)))}")
             if kept:
@@ -530,10 +558,19 @@ class Session:
         self._changed()
         return "\n".join(lines)
 
+    def _store_change(self, actor: str, kind: str, items: list[Any]) -> LogEntry:
+        """A change made in the session's store (durable, audited), then replayed here."""
+        assert self.deployment is not None
+        entry = self.deployment.change(actor, kind, items)
+        self.authorizer = self.deployment.authorizer
+        return entry
+
     def _changed(self) -> None:
-        """The authorizer applied the change itself (incrementally); remember it is unsaved."""
-        self._unsaved = True
-        self._warned_unsaved = False
+        """The authorizer applied the change itself (incrementally); remember it is unsaved.
+        A change made in a store is saved already."""
+        if self.deployment is None:
+            self._unsaved = True
+            self._warned_unsaved = False
 
     # ---- policies and worlds -------------------------------------------------------
 
@@ -543,7 +580,12 @@ class Session:
 
     def _rebuild(self, policy: Policy | None = None, world: World | None = None) -> None:
         """A fresh authorizer (and backend) for the session's policy and world."""
-        self.authorizer = Authorizer(policy or self.policy, world if world is not None else self.world)
+        if self.deployment is not None and world is None:
+            self.deployment.reload(policy or self.policy)  # the store's world, read anew
+            self.authorizer = self.deployment.authorizer
+        else:
+            self.deployment = None  # a world loaded from a file: the session leaves the store
+            self.authorizer = Authorizer(policy or self.policy, world if world is not None else self.world)
         self.policy = self.authorizer.policy
 
     def _load(self, words: list[str]) -> str:
@@ -573,10 +615,11 @@ class Session:
     def _load_world(self, name: str) -> str:
         path = Path(name).expanduser()
         world = load_world(path, self.policy.actions)
+        left = f"; the session no longer follows the store {self.deployment.store.url}" if self.deployment else ""
         self._rebuild(world=world)
         self.world_path = path
         self._unsaved = False
-        return f"loaded world {path}: {_summary(world)}"
+        return f"loaded world {path}: {_summary(world)}{left}"
 
     def _save(self, words: list[str]) -> str:
         if not words or words[0] != "world" or len(words) > 2:

@@ -189,6 +189,8 @@ def _interactive(session: Session) -> int:
             print_formatted_text(FormattedText(styled(reply)), style=style, end="")
 
     world = f"world {session.world_path}" if session.world_path else "an empty world"
+    if session.deployment is not None:
+        world = f"store {session.deployment.store.url} (changes are saved there as they are made)"
     show(Reply(f"privilog repl: policy {session.policy.name}, {world}. `help` lists the commands; Ctrl-D leaves."))
     with Interrupts(prompt.input) as interrupts:
         while not session.finished:

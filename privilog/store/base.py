@@ -106,7 +106,7 @@ def check_items(kind: str, items: Iterable[Any], actions: Sequence[str] = ()) ->
     for item in items:
         out.append(_check_item(kind, item, actions))
         if len(out) > MAX_ITEMS:
-            raise StoreError(f"a change has at most {MAX_ITEMS} items; import a world for more (`privilog store import`)")
+            raise StoreError(f"a change has at most {MAX_ITEMS} items; import a world for more (privilog store import)")
     return tuple(dict.fromkeys(out))
 
 

@@ -28,7 +28,7 @@ class SqliteStore(SqlStore):
     def __init__(self, path: str | Path, actions: Iterable[str] = (), create: bool = True):
         self.path = Path(path)
         if not create and not self.path.exists():
-            raise StoreError(f"{self.path}: no such store (create it with `privilog store init {self.path}`)")
+            raise StoreError(f"{self.path}: no such store (create it with `privilog store init --store {self.path}`)")
         if self.path.exists() and not self.path.is_file():
             raise StoreError(f"{self.path}: a store is a file; this is not a regular file")
         super().__init__(f"sqlite:{self.path}", actions)
