@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import json
 import threading
+from functools import cache
 from abc import abstractmethod
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from engine.ids import DEFAULT_INSTANCE, EntityId
+from engine.ids import DEFAULT_INSTANCE, EntityId, parent_type
 from engine.world import NotAnAdmin, World, world_from_data
 
 from .base import (
@@ -65,9 +66,23 @@ _CHANGE_COLUMNS = "seq, at, actor, kind, items, asked, request_id, outcome"
 
 
 def top_of(entity: EntityId) -> str:
-    """The namespace an entity lies in (or the entity itself, at the top): what a delete reads."""
+    """The namespace an entity lies in (or the entity itself, at the top): what a delete reads.
+
+    >>> top_of(EntityId.parse("program:ns1.app.service.api")), top_of(EntityId.parse("namespace:ns1"))
+    ('namespace:ns1', 'namespace:ns1')
+    """
+    kind = entity.type
+    if kind != "namespace" and _in_namespace(kind):  # the namespace is the name's first part
+        return "namespace:" + entity.name.partition(".")[0]
     ancestors = [a for a in entity.ancestors() if a.type != "instance"]
     return str(ancestors[-1] if ancestors else entity)
+
+
+@cache
+def _in_namespace(kind: str) -> bool:
+    while kind is not None and kind != "namespace":
+        kind = parent_type(kind)  # type: ignore[assignment]
+    return kind == "namespace"
 
 
 class SqlStore(Store):
@@ -351,6 +366,7 @@ class SqlStore(Store):
         before = int(self._one(cur, f"SELECT count(*) FROM {table}"))
         marks = ", ".join("?" for _ in columns.split(","))
         statement = self._sql(f"INSERT INTO {table}({columns}) VALUES ({marks}) ON CONFLICT DO NOTHING")
+        rows.sort()  # in key order, each insert appends to the index instead of splitting its pages
         for start in range(0, len(rows), 50_000):
             cur.executemany(statement, rows[start:start + 50_000])
         return int(self._one(cur, f"SELECT count(*) FROM {table}")) - before
