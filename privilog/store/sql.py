@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import json
 import threading
-from functools import cache
 from abc import abstractmethod
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from functools import cache
 from typing import Any
 
 from engine.ids import DEFAULT_INSTANCE, EntityId, parent_type
