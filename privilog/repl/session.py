@@ -149,6 +149,12 @@ COMMANDS: dict[str, Command] = {
             "entity delete application:sales.etl as user:root",
         ),
         Command(
+            "member",
+            "member add PRINCIPAL GROUP_OR_ROLE as ADMIN | member remove PRINCIPAL GROUP_OR_ROLE as ADMIN",
+            "put a principal in a group or role, or take it out, as an authorization admin",
+            "member add user:bob group:analysts as user:root",
+        ),
+        Command(
             "load",
             "load policy POLICY | load world WORLD",
             "switch to another policy (a name in rules/ or a path) or world file",
@@ -292,6 +298,7 @@ class Session:
             "grant": lambda w: self._change_grants("grant", w),
             "revoke": lambda w: self._change_grants("revoke", w),
             "entity": self._entity,
+            "member": self._member,
             "load": self._load,
             "save": self._save,
             "diff": self._diff,
@@ -381,10 +388,7 @@ class Session:
             if isinstance(change, GrantChange):
                 grouped.setdefault((change.principal, change.action), []).append(str(change.entity))
             elif isinstance(change, MembershipChange):
-                steps.append(
-                    f"adding {change.principal} to {change.group} is enough; memberships come from the world "
-                    "file (`members:`): edit it and `load world`"
-                )
+                steps.append(f"member add {change.principal} {change.group} as {actor}")
         commands = [f"grant {p} {a} {' '.join(es)} as {actor}" for (p, a), es in grouped.items()]
         return [*commands, *steps]
 
@@ -520,6 +524,27 @@ class Session:
         if words[0] == "add":
             return self._add_entities(actor, entities)
         return self._delete_entities(actor, entities)
+
+    def _member(self, words: list[str]) -> str:
+        if len(words) < 2 or words[0] not in ("add", "remove"):
+            raise self._usage("member")
+        actor, before = self._actor(f"member {words[0]}", words[1:], "memberships")
+        if len(before) != 2:
+            raise self._usage("member")
+        pair = (self._principal(before[0]), self._principal(before[1]))
+        if pair[0] == pair[1]:
+            raise ReplError(f"{pair[0]} cannot be a member of itself")
+        adding = words[0] == "add"
+        if self.deployment is not None:
+            changed = bool(self._store_change(actor, f"member.{words[0]}", [list(pair)]).items)
+        else:
+            change = self.authorizer.add_members if adding else self.authorizer.remove_members
+            changed = bool(change(actor, [pair]))
+            if changed:
+                self._changed()
+        if adding:
+            return f"added {pair[0]} to {pair[1]}" if changed else f"{pair[0]} is already in {pair[1]}"
+        return f"removed {pair[0]} from {pair[1]}" if changed else f"{pair[0]} is not in {pair[1]}: nothing to remove"
 
     def _add_entities(self, actor: str, entities: list[EntityId]) -> str:
         lines = []

@@ -160,3 +160,14 @@ def test_audit_filters_by_principal_entity_and_time(store: str, capsys: pytest.C
     assert code == 0 and out == "" and "no changes match" in err
     code, _, err = run(capsys, "store", "audit", "--store", store, "--since", "yesterday")
     assert code == 2 and "ISO 8601" in err
+
+
+def test_memberships_changed_in_the_repl_go_to_the_store(store: str) -> None:
+    session = Session(store=store)
+    assert session.one_shot("check user:bob dataset.read dataset:marketing.campaigns").startswith("DENY")
+    assert session.one_shot("member add user:bob group:analysts as user:root") == "added user:bob to group:analysts"
+    assert Session(store=store).one_shot("check user:bob dataset.read dataset:marketing.campaigns").startswith("ALLOW")
+    assert session.run("member remove user:bob group:analysts as user:bob").error
+    with open_store(store, ACTIONS, create=False) as opened:
+        assert ("user:bob", "group:analysts") in opened.snapshot()[0].members
+        assert [e.kind for e in opened.audit()[-2:]] == ["member.add", "member.remove"]

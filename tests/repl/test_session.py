@@ -127,9 +127,15 @@ def test_whynot_says_joining_a_group_that_holds_it_is_enough(session: Session) -
         "  2. add user:bob to group:analysts, which already holds what is needed",
         "To follow a suggestion in this session (as an authorization admin):",
         "  1. grant user:bob READ dataset:marketing.campaigns as user:root",
-        "  2. adding user:bob to group:analysts is enough; memberships come from the world file (`members:`): "
-        "edit it and `load world`",
+        "  2. member add user:bob group:analysts as user:root",
     ]
+    # and following the second suggestion allows it
+    assert session.one_shot("member add user:bob group:analysts as user:root") == "added user:bob to group:analysts"
+    assert session.one_shot("check user:bob dataset.read dataset:marketing.campaigns").startswith("ALLOW")
+    assert session.one_shot("member add user:bob group:analysts as user:root") == "user:bob is already in group:analysts"
+    assert session.run("member add user:bob group:admins as user:bob").error
+    assert session.one_shot("member remove user:bob group:analysts as user:root") == "removed user:bob from group:analysts"
+    assert session.one_shot("check user:bob dataset.read dataset:marketing.campaigns").startswith("DENY")
 
 
 def test_whynot_shows_only_what_is_unmet_and_what_a_partial_delete_leaves(session: Session) -> None:

@@ -68,7 +68,7 @@ def test_why_not_then_the_suggested_grant_then_allowed_with_completion_and_histo
     repl.expect_exact(PROMPT)
     repl.send("whynot user:bob dataset.read dataset:marketing.campaigns\r")
     repl.expect_exact("1. grant user:bob READ dataset:marketing.campaigns as user:root")
-    repl.expect_exact("2. adding user:bob to group:analysts is enough")
+    repl.expect_exact("2. member add user:bob group:analysts as user:root")
     repl.expect_exact(PROMPT)
     repl.send("grant user:bob READ dataset:marketing.campaigns as user:root\r")
     repl.expect_exact("granted READ on dataset:marketing.campaigns to user:bob")
