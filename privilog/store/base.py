@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -106,7 +107,9 @@ def check_items(kind: str, items: Iterable[Any], actions: Sequence[str] = ()) ->
     for item in items:
         out.append(_check_item(kind, item, actions))
         if len(out) > MAX_ITEMS:
-            raise StoreError(f"a change has at most {MAX_ITEMS} items; import a world for more (privilog store import)")
+            raise StoreError(
+                f"a change has at most {MAX_ITEMS} items; import a world for more (`privilog store import`)"
+            )
     return tuple(dict.fromkeys(out))
 
 
@@ -225,6 +228,23 @@ class Store(ABC):
     @abstractmethod
     def last_seq(self) -> int:
         """The sequence number of the newest log entry (0 for none)."""
+
+    poll_interval = 0.1  # seconds between looks at the log in wait_for_change, for a store that cannot notify
+
+    def wait_for_change(self, after: int, timeout: float) -> bool:
+        """Whether the log has an entry after ``after``, waiting up to ``timeout`` seconds for one.
+
+        This looks at :meth:`last_seq` every ``poll_interval`` seconds, so another process's change
+        to a SQLite file reaches a running server within about that; a store that can be told of
+        a change (PostgreSQL: LISTEN/NOTIFY) overrides it.
+        """
+        deadline = time.monotonic() + timeout
+        while self.last_seq() <= after:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(self.poll_interval, remaining))
+        return True
 
     @abstractmethod
     def audit(

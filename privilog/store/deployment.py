@@ -19,10 +19,16 @@ directly (``deployment.authorizer.grant(...)``): only the replay changes it.
 >>> _ = deployment.change("user:root", "grant", [["user:alice", "ADMIN", "namespace:ns1"]])
 >>> deployment.authorizer.allows("user:alice", "namespace.update", "namespace:ns1")
 True
+
+A deployment also follows changes others make (another replica, another process
+on the same SQLite file, `privilog store` on the command line): in the
+background with :meth:`Deployment.start_following`, within milliseconds on
+PostgreSQL (LISTEN/NOTIFY) and about a tenth of a second on SQLite (polling).
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -68,6 +74,8 @@ class Deployment:
         self.lock = threading.RLock()  # held while the authorizer changes; take it to read across threads
         self.authorizer, self.seq = self._load(policy)
         self.policy = policy
+        self._follower: threading.Thread | None = None
+        self._stop_following = threading.Event()
 
     def _load(self, policy: Policy) -> tuple[Authorizer, int]:
         world, seq = self.store.snapshot()
@@ -113,6 +121,55 @@ class Deployment:
             if policy is not None:
                 self.policy = policy
         self.catch_up()
+
+    # ---- following ---------------------------------------------------------------------------
+
+    def start_following(self, interval: float = 0.5) -> None:
+        """Keep the authorizer current in the background: a daemon thread that waits for the
+        store's next change (:meth:`Store.wait_for_change`) and replays it (:meth:`catch_up`).
+
+        Changes made by anyone (another replica, another process, this deployment) are applied
+        in log order under :attr:`lock`. An error (the database unreachable, say) is one line on
+        stderr and retried with a growing pause (up to 10 s); the thread never ends the process.
+        ``interval``: the longest wait before the thread looks at whether it should stop.
+        Calling it while following does nothing.
+        """
+        if self._follower is not None and self._follower.is_alive():
+            return
+        self._stop_following = threading.Event()
+        self._follower = threading.Thread(
+            target=self.follow, args=(self._stop_following, interval), name="privilog-follower", daemon=True
+        )
+        self._follower.start()
+
+    def stop_following(self, timeout: float = 5.0) -> None:
+        """Stop the thread :meth:`start_following` started, waiting up to ``timeout`` seconds
+        for it (it stops within ``interval``, or within a database call in progress).
+        Calling it when not following does nothing; following can be started again."""
+        self._stop_following.set()
+        follower, self._follower = self._follower, None
+        if follower is not None and follower is not threading.current_thread():
+            follower.join(timeout)
+
+    @property
+    def following(self) -> bool:
+        """Whether a follower thread is running."""
+        return self._follower is not None and self._follower.is_alive()
+
+    def follow(self, stop: threading.Event, interval: float = 0.5) -> None:
+        """Replay the store's changes as they come until ``stop`` is set (the loop behind
+        :meth:`start_following`; run it in a thread of your own to manage the thread yourself)."""
+        pause = 0.1
+        while not stop.is_set():
+            try:
+                if self.store.wait_for_change(self.seq, timeout=interval) and not stop.is_set():
+                    self.catch_up()
+                pause = 0.1
+            except Exception as error:  # a follower outlives a database that is away for a while
+                print(f"privilog: following {self.store.url}: {error} (retrying in {pause:.1f} s)",
+                      file=sys.stderr, flush=True)
+                stop.wait(pause)
+                pause = min(pause * 2, 10.0)
 
     @contextmanager
     def _replaying(self) -> Iterator[None]:

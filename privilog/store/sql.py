@@ -65,6 +65,14 @@ _ROWS: dict[str, tuple[str, tuple[str, ...], bool]] = {
 _CHANGE_COLUMNS = "seq, at, actor, kind, items, asked, request_id, outcome"
 
 
+class _Refusal(Exception):
+    """A change refused inside its transaction: raised to roll it back, then logged and re-raised."""
+
+    def __init__(self, reason: str, error: Exception):
+        super().__init__(reason)
+        self.reason, self.error = reason, error
+
+
 def top_of(entity: EntityId) -> str:
     """The namespace an entity lies in (or the entity itself, at the top): what a delete reads.
 
@@ -96,7 +104,11 @@ class SqlStore(Store):
         self.actions = tuple(actions)
         self._lock = threading.RLock()  # one connection; the server calls from several threads
         self._conn = self._connect()
-        self._migrate()
+        try:
+            self._migrate()
+        except BaseException:
+            self._conn.close()
+            raise
 
     # ---- what a dialect provides ----------------------------------------------------------
 
@@ -193,19 +205,22 @@ class SqlStore(Store):
         if not isinstance(actor, str) or not actor or len(actor) > 512:
             raise StoreError("a change needs the principal making it (its actor)")
         asked = check_items(kind, items, self.actions)
-        with self._transaction(write=True) as cur:
-            if not trusted and not self._is_admin(cur, actor):
-                admins = [row[0] for row in self._rows(cur, "SELECT principal FROM admins ORDER BY principal LIMIT 5")]
-                reason = f"{actor} is not an authorization admin"
-                refused = NotAnAdmin(
-                    f"{reason}, so cannot make a `{kind}` change (admins: {', '.join(admins) or 'none'})"
-                )
-            else:
-                refused = None
-                done = self._apply(cur, kind, asked)
+        try:
+            with self._transaction(write=True) as cur:
+                if not trusted and not self._is_admin(cur, actor):
+                    admins = [r[0] for r in self._rows(cur, "SELECT principal FROM admins ORDER BY principal LIMIT 5")]
+                    reason = f"{actor} is not an authorization admin"
+                    raise _Refusal(reason, NotAnAdmin(
+                        f"{reason}, so cannot make a `{kind}` change (admins: {', '.join(admins) or 'none'})"
+                    ))
+                try:
+                    done = self._apply(cur, kind, asked)
+                except StoreError as error:  # rolled back, then logged as refused
+                    raise _Refusal(str(error), error) from None
                 return self._log(cur, actor, kind, done, asked, request_id, "applied")
-        self._refuse(actor, kind, asked, request_id, reason)
-        raise refused
+        except _Refusal as refusal:
+            self._refuse(actor, kind, asked, request_id, refusal.reason)
+            raise refusal.error from None
 
     def _rows(self, cur: Any, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         cur.execute(self._sql(statement), params)

@@ -1,0 +1,1 @@
+"""The grant store benchmark (issue 14): ``python -m benchmarks.store``."""

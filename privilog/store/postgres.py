@@ -1,0 +1,212 @@
+"""The store in PostgreSQL (``--store postgresql://...``), shared by several replicas.
+
+Every write transaction first takes one transaction-level advisory lock
+(``pg_advisory_xact_lock``), so changes are serialized: a change is checked
+against every change committed before it, and the log's sequence numbers are
+handed out in commit order (a replica reading ``seq > N`` never skips an entry
+that commits later with a smaller number). Reads run in REPEATABLE READ, so a
+snapshot and its sequence number agree.
+
+A change notifies ``privilog_changes`` (payload: its seq) when it commits;
+:meth:`PostgresStore.wait_for_change` listens on a connection of its own, so
+a replica learns of another's change within milliseconds. Creating the schema
+takes the same lock, so replicas starting at once create it once.
+
+Errors reaching the server are one line naming the URL without its password.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import unquote, unquote_plus
+
+import psycopg
+
+from .base import StoreError
+from .sql import SqlStore
+
+CHANNEL = "privilog_changes"
+# the one write lock: pg_advisory_xact_lock's 64-bit key (the bytes of "privilog" as a number)
+LOCK_KEY = int.from_bytes(b"privilog", "big") & 0x7FFF_FFFF_FFFF_FFFF
+CONNECT_TIMEOUT = 10  # seconds
+
+_APPEND_ONLY = [
+    "CREATE FUNCTION privilog_append_only() RETURNS trigger LANGUAGE plpgsql AS "
+    "$$ BEGIN RAISE EXCEPTION 'the audit log is append-only'; END $$",
+    "CREATE TRIGGER changes_append_only BEFORE UPDATE OR DELETE ON changes "
+    "FOR EACH ROW EXECUTE FUNCTION privilog_append_only()",
+    "CREATE TRIGGER changes_no_truncate BEFORE TRUNCATE ON changes "
+    "FOR EACH STATEMENT EXECUTE FUNCTION privilog_append_only()",
+]
+
+
+def redact(url: str) -> str:
+    """``url`` with its password (in the authority or a ``password=`` parameter) replaced by ``***``.
+
+    >>> redact("postgresql://alice:s3cret@db.example:5432/authz?sslmode=require&password=x%21")
+    'postgresql://alice:***@db.example:5432/authz?sslmode=require&password=***'
+    >>> redact("postgresql://db.example/authz")
+    'postgresql://db.example/authz'
+    """
+    scheme, sep, rest = url.partition("://")
+    cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    authority, tail = rest[:cut], rest[cut:]
+    userinfo, at, host = authority.rpartition("@")
+    if at and ":" in userinfo:
+        authority = f"{userinfo.partition(':')[0]}:***@{host}"
+    return scheme + sep + authority + re.sub(r"([?&]password=)[^&#]*", r"\1***", tail)
+
+
+def _mask(text: str, url: str) -> str:
+    """``text`` with ``url`` and every form of its passwords masked (a message may quote either)."""
+    text = text.replace(url, redact(url))
+    for secret in sorted(_secrets(url), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def _secrets(url: str) -> set[str]:
+    """Every form of the passwords in ``url``, as written and decoded; read by hand, so a URL
+    too malformed to parse has its password found all the same."""
+    authority = url.partition("://")[2].split("/", 1)[0].split("?", 1)[0]
+    userinfo, at, _ = authority.rpartition("@")
+    found = {userinfo.partition(":")[2]} if at and ":" in userinfo else set()
+    found.update(re.findall(r"[?&]password=([^&#]*)", url))
+    return {form for secret in found if secret for form in (secret, unquote(secret), unquote_plus(secret))}
+
+
+class PostgresStore(SqlStore):
+    """The store in a PostgreSQL database, for replicas sharing it."""
+
+    placeholder = "%s"
+    contains = "strpos"
+
+    def __init__(self, url: str, actions: Iterable[str] = ()):
+        self._dsn = url
+        self._listener: psycopg.Connection[Any] | None = None
+        super().__init__(redact(url), actions)
+
+    # ---- connections ------------------------------------------------------------------------
+
+    def _failure(self, error: BaseException) -> StoreError:
+        """One line saying what failed, never the password."""
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        text = "; ".join(lines[:2]) or type(error).__name__
+        return StoreError(f"{self.url}: {_mask(text, self._dsn)}")
+
+    def _open(self) -> psycopg.Connection[Any]:
+        try:
+            return psycopg.connect(self._dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
+                                   application_name="privilog")
+        except (psycopg.Error, ValueError) as error:
+            raise self._failure(error) from None
+
+    def _connect(self) -> Any:
+        return self._open()
+
+    @contextmanager
+    def _transaction(self, write: bool) -> Iterator[Any]:
+        """The base class's transaction, on a connection opened anew if the last one broke;
+        a lost connection or a failed statement is a StoreError."""
+        with self._lock:
+            if self._conn.closed:
+                self._conn = self._open()
+            try:
+                with super()._transaction(write) as cur:
+                    yield cur
+            except psycopg.OperationalError as error:
+                raise self._failure(error) from None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._listener is not None:
+                self._listener.close()
+                self._listener = None
+            self._conn.close()
+
+    # ---- the dialect --------------------------------------------------------------------------
+
+    def _has_table(self, cur: Any, name: str) -> bool:
+        cur.execute("SELECT to_regclass(%s) IS NOT NULL", (name,))
+        return bool(cur.fetchone()[0])
+
+    def _begin_write(self, cur: Any) -> None:
+        cur.execute("BEGIN")
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+
+    def _begin_read(self, cur: Any) -> None:
+        cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+
+    def _after_change(self, cur: Any, seq: int) -> None:
+        cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(seq)))
+
+    def _schema(self) -> list[str]:
+        return [
+            "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            "CREATE TABLE entities(entity TEXT PRIMARY KEY, top TEXT NOT NULL)",
+            "CREATE INDEX entities_top ON entities(top)",
+            "CREATE TABLE grants(principal TEXT NOT NULL, action TEXT NOT NULL, entity TEXT NOT NULL,"
+            " PRIMARY KEY(principal, action, entity))",
+            "CREATE TABLE members(member TEXT NOT NULL, grp TEXT NOT NULL, PRIMARY KEY(member, grp))",
+            "CREATE INDEX members_grp ON members(grp)",
+            "CREATE TABLE admins(principal TEXT PRIMARY KEY)",
+            "CREATE TABLE roles(role TEXT PRIMARY KEY)",
+            "CREATE TABLE tokens(token_id TEXT PRIMARY KEY, digest TEXT NOT NULL, principal TEXT NOT NULL,"
+            " created TEXT NOT NULL, revoked TEXT)",
+            "CREATE TABLE changes(seq BIGSERIAL PRIMARY KEY, at TEXT NOT NULL, actor TEXT NOT NULL,"
+            " kind TEXT NOT NULL, items TEXT NOT NULL, asked TEXT NOT NULL, request_id TEXT NOT NULL,"
+            " outcome TEXT NOT NULL)",
+            "CREATE INDEX changes_at ON changes(at)",
+            *_APPEND_ONLY,
+        ]
+
+    def _bulk_insert(self, cur: Any, table: str, columns: str, rows: list[tuple[Any, ...]]) -> int:
+        """COPY into a temporary table, then one INSERT of what is new: a million rows in seconds."""
+        if not rows:
+            return 0
+        cur.execute(f"CREATE TEMPORARY TABLE incoming (LIKE {table}) ON COMMIT DROP")
+        with cur.copy(f"COPY incoming({columns}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        cur.execute(f"INSERT INTO {table}({columns}) SELECT {columns} FROM incoming ORDER BY {columns} "
+                    "ON CONFLICT DO NOTHING")
+        added = int(cur.rowcount)
+        cur.execute("DROP TABLE incoming")
+        return added
+
+    # ---- following ------------------------------------------------------------------------------
+
+    def wait_for_change(self, after: int, timeout: float) -> bool:
+        """Whether the log has an entry after ``after``, waiting up to ``timeout`` seconds for one.
+
+        Listens for the notification a change sends when it commits, on a connection of its
+        own (opened on first use, and again after it breaks), so one replica learns of another's
+        change as soon as it commits. Call it from one thread (a deployment's follower).
+        """
+        deadline = time.monotonic() + timeout
+        if self._conn.closed and self._listener is None:
+            raise StoreError(f"{self.url}: the store is closed")
+        try:
+            if self._listener is None or self._listener.closed:
+                self._listener = self._open()
+                self._listener.execute(f"LISTEN {CHANNEL}")
+            # listening before looking: a change committed after this read is notified
+            row = self._listener.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()
+            if row is not None and int(row[0]) > after:
+                return True
+            remaining = deadline - time.monotonic()
+            while remaining > 0:
+                for notice in self._listener.notifies(timeout=remaining, stop_after=1):
+                    if not notice.payload.isdigit() or int(notice.payload) > after:
+                        return True
+                remaining = deadline - time.monotonic()
+            return False
+        except psycopg.Error as error:
+            listener, self._listener = self._listener, None
+            if listener is not None:
+                listener.close()
+            raise self._failure(error) from None
