@@ -10,6 +10,12 @@ Relations are sorted by what they depend on (DESIGN.md, "Compiling the program")
   kept current as the world changes;
 * **request**: depends on ``request`` or ``request_arg``: evaluated per request.
 
+A world-derived relation that no request-derived one uses, directly or through
+others, is **on demand**: no decision needs it, so a backend may derive it only
+when it is asked for. ``in_group``, the closure of memberships, is one: a chain of
+N nested groups has N²/2 rows of it, while ``holds``, which decisions read, is
+derived down ``member_of`` without it.
+
 Derived relations are also grouped into components (mutually recursive
 relations), in an order where every relation a component uses, positively or
 negated, comes before it.
@@ -71,6 +77,23 @@ class Analysis:
 
     def of_kind(self, *kinds: Kind) -> tuple[Component, ...]:
         return tuple(c for c in self.components if c.kind in kinds)
+
+    @cached_property
+    def on_demand(self) -> frozenset[str]:
+        """The world-derived relations no request-derived relation uses, even indirectly.
+
+        >>> import dsl
+        >>> from engine.program import compile_policy
+        >>> sorted(analyse(compile_policy(dsl.load_policy("cdap"))).on_demand)
+        ['in_group']
+        """
+        wanted: set[str] = set()
+        for component in reversed(self.components):  # each before what it uses
+            if component.kind is Kind.REQUEST or component.relations & wanted:
+                wanted |= component.uses
+        return frozenset(
+            name for c in self.components if c.kind is Kind.WORLD for name in c.relations if name not in wanted
+        )
 
 
 def analyse(program: Program) -> Analysis:

@@ -500,6 +500,17 @@ class Authorizer:
 
     def _membership_chain(self, principal: str, group: str) -> tuple[str, ...]:
         """The shortest chain principal → ... → group through the world's memberships."""
+        previous = self._memberships(principal, until=group)
+        chain = [group]
+        while chain[-1] != principal and chain[-1] in previous:
+            chain.append(previous[chain[-1]])
+        return tuple(reversed(chain))
+
+    def _memberships(self, principal: str, until: str | None = None) -> dict[str, str]:
+        """Every group or role ``principal`` is in, directly or through others, each with the
+        member it was first reached from (breadth first, so along a shortest chain); the walk
+        stops early once ``until`` is reached. One visit a group: linear in the memberships,
+        cycles included (``in_group``, their closure, is quadratic in a deep chain)."""
         previous: dict[str, str] = {principal: principal}
         frontier = [principal]
         while frontier:
@@ -508,12 +519,11 @@ class Authorizer:
                 for _, parent in sorted(self.backend.query("member_of", {0: current})):
                     if parent not in previous:
                         previous[parent] = current
+                        if parent == until:
+                            return previous
                         following.append(parent)
             frontier = following
-        chain = [group]
-        while chain[-1] != principal and chain[-1] in previous:
-            chain.append(previous[chain[-1]])
-        return tuple(reversed(chain))
+        return previous
 
     # ---- what would allow it -------------------------------------------------------
 
@@ -547,7 +557,7 @@ class Authorizer:
         """
         _, requirement = self.program.requirements[outcome.id]
         who = request.principal
-        mine = {row[1] for row in self.backend.query("in_group", {0: who})}  # as the rules see it, from the index
+        mine = self._memberships(who)  # the groups (and who itself), from the backend's member_of
         ways: list[frozenset[Change]] = []
         for option in requirement.options:
             for target in option.targets:

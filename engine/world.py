@@ -97,13 +97,23 @@ class World:
         return names
 
     def groups_of(self, principal: str) -> set[str]:
-        """The groups and roles ``principal`` is in, directly or through other groups."""
+        """The groups and roles ``principal`` is in, directly or through other groups.
+
+        One pass over the memberships to index them, then one visit a group: linear,
+        however deep the nesting, and cycles end the walk.
+
+        >>> world = World(members={("user:a", "group:x"), ("group:x", "group:y"), ("group:y", "group:x")})
+        >>> sorted(world.groups_of("user:a"))
+        ['group:x', 'group:y']
+        """
+        parents: dict[str, list[str]] = {}
+        for member, group in self.members:
+            parents.setdefault(member, []).append(group)
         found: set[str] = set()
         frontier = [principal]
         while frontier:
-            current = frontier.pop()
-            for member, group in self.members:
-                if member == current and group not in found:
+            for group in parents.get(frontier.pop(), ()):
+                if group not in found:
                     found.add(group)
                     frontier.append(group)
         return found

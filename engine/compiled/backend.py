@@ -1,7 +1,11 @@
 """The compiled backend: the program's rules as Python plans over indexed relations.
 
 Static and world-derived relations are materialized when the backend starts
-and kept current with each change of base facts (engine.compiled.evaluate).
+and kept current with each change of base facts (engine.compiled.evaluate),
+except those no decision uses (``in_group``; ``Analysis.on_demand``): each is
+materialized the first time it is asked for, and kept current from then on, so
+that a world whose closure of memberships is quadratic (a deep chain of groups)
+loads and answers in linear time unless that closure is asked for.
 Request-derived relations are evaluated when they are asked for, from the
 requests asserted at that moment; and each operation has a decision plan
 (engine.compiled.specialize) that answers allow or deny from the materialized
@@ -35,9 +39,11 @@ class CompiledBackend:
         self.evaluator = Evaluator(self.store, program.relations)
         for name, rows in program.facts.items():
             self.evaluator.relation(name).add(rows)
-        for component in self.analysis.of_kind(Kind.STATIC, Kind.WORLD):
+        on_demand = self.analysis.on_demand
+        self._maintained = [c for c in self.analysis.of_kind(Kind.STATIC, Kind.WORLD) if not c.relations & on_demand]
+        for component in self._maintained:
             self.evaluator.evaluate(component, self.store)
-        self._maintained = list(self.analysis.of_kind(Kind.STATIC, Kind.WORLD))
+        self._on_demand = {name: c for c in self.analysis.components for name in c.relations if name in on_demand}
         self._per_request = self.analysis.of_kind(Kind.REQUEST)
         self._answers: Store | None = None
         self._decisions: DecisionPlans | None = None
@@ -98,7 +104,22 @@ class CompiledBackend:
                     self.evaluator.evaluate(component, answers)
                 self._answers = answers
             return self._answers[name]
+        if name in self._on_demand:
+            self._materialize(name)
         return self.evaluator.relation(name)
+
+    def _materialize(self, name: str) -> None:
+        """Materialize an on-demand relation (after the on-demand ones it uses) and keep it
+        current from now on. Its component goes last among the maintained ones: nothing
+        there uses it, and everything it uses comes before it."""
+        component = self._on_demand[name]
+        for used in sorted(component.uses - component.relations):
+            if used in self._on_demand:
+                self._materialize(used)
+        for member in component.relations:
+            del self._on_demand[member]
+        self.evaluator.evaluate(component, self.store)
+        self._maintained.append(component)
 
     # ---- deciding without explaining ------------------------------------------------------
 

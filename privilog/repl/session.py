@@ -31,7 +31,7 @@ import os
 import re
 import shlex
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -603,15 +603,28 @@ class Session:
     def _read_policy(path: Path) -> str:
         return read_policy_text(path)
 
-    def _rebuild(self, policy: Policy | None = None, world: World | None = None) -> None:
-        """A fresh authorizer (and backend) for the session's policy and world."""
+    def _rebuild(self, policy: Policy | None = None, world: World | None = None, evaluate: Iterable[str] = ()) -> None:
+        """A fresh authorizer (and backend) for the session's policy and world, with the
+        relations of ``evaluate`` evaluated (a backend may otherwise wait until they are asked
+        for); the session's own is replaced only when all that is done. On a store, the store's
+        world is read anew; a world given leaves the store."""
         if self.deployment is not None and world is None:
-            self.deployment.reload(policy or self.policy)  # the store's world, read anew
-            self.authorizer = self.deployment.authorizer
+            previous = self.deployment.policy
+            self.deployment.reload(policy or self.policy)
+            try:
+                for relation in evaluate:
+                    self.deployment.authorizer.backend.query(relation)
+            except BaseException:
+                self.deployment.reload(previous)
+                raise
+            authorizer = self.deployment.authorizer
         else:
-            self.deployment = None  # a world loaded from a file: the session leaves the store
-            self.authorizer = Authorizer(policy or self.policy, world if world is not None else self.world)
-        self.policy = self.authorizer.policy
+            authorizer = Authorizer(policy or self.policy, world if world is not None else self.world)
+            for relation in evaluate:
+                authorizer.backend.query(relation)
+            self.deployment = None
+        self.authorizer = authorizer
+        self.policy = authorizer.policy
 
     def _load(self, words: list[str]) -> str:
         if len(words) != 2 or words[0] not in ("policy", "world"):
@@ -710,10 +723,10 @@ class Session:
                     "derive a new relation instead"
                 )
         policy = self._policy_with([*self.rules, text])
-        with time_limit(Budget.from_env()):  # evaluating it may take long: a crafted join
-            self._rebuild(policy)  # on the limit, the session keeps its authorizer as it was
-        self.rules.append(text)
         heads = sorted({r.head.predicate for r in parsed.rules})
+        with time_limit(Budget.from_env()):  # evaluating it may take long: a crafted join
+            self._rebuild(policy, evaluate=heads)  # on the limit, the session keeps its authorizer as it was
+        self.rules.append(text)
         return f"added to the session's policy (rules added: {len(self.rules)}); defines {', '.join(heads)}"
 
     def _policy_with(self, rules: list[str]) -> Policy:

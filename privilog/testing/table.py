@@ -322,16 +322,19 @@ class TableWorld:
         for principal, action, entity in grants:
             for a in ACTIONS if action == "ALL" else (action,):
                 self.grants.add((principal, a, entity))
-        self.members = set(members)
+        self.members = frozenset(members)
+        self._groups: dict[str, list[str]] = {}
+        for member, group in self.members:
+            self._groups.setdefault(member, []).append(group)
 
     def principals_of(self, principal: str) -> set[str]:
-        """The principal and every group or role it is in, directly or through others."""
+        """The principal and every group or role it is in, directly or through others
+        (one visit a group: linear however deep the nesting, and a cycle ends the walk)."""
         found = {principal}
         frontier = [principal]
         while frontier:
-            current = frontier.pop()
-            for member, group in self.members:
-                if member == current and group not in found:
+            for group in self._groups.get(frontier.pop(), ()):
+                if group not in found:
                     found.add(group)
                     frontier.append(group)
         return found

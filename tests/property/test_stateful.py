@@ -76,9 +76,9 @@ NOBODY: str = _generated.NOBODY
 
 NAMES = Names(0)  # ns1w0.., user:u1w0.., group:g1w0, group:g2w0, role:r1w0
 ROOT = "user:root"
-PRINCIPALS = [*NAMES.users, *NAMES.groups, NOBODY]
-GROUPS = NAMES.groups
-MEMBERS = [*NAMES.users, *NAMES.groups]
+GROUPS = [*NAMES.groups, *NAMES.chain]  # chains of groups grow, and close into cycles, step by step
+PRINCIPALS = [*NAMES.users, *GROUPS, NOBODY]
+MEMBERS = [*NAMES.users, *GROUPS]
 NEW_NAMESPACE = "namespace:nsneww0"
 ENTITIES = sorted(
     {
@@ -115,8 +115,9 @@ SHIPPED = ["cdap", "cdap-4.2", "cdap-draft", "cdap-draft-revised", "cdap-propose
 # Rules of its own that change what is held: a recursion through `holds` (READ flows down
 # the hierarchy), a comparison (a role's WRITE lets its members READ), a stratified
 # negation (stewards administer the datasets nobody holds ADMIN on), memberships implied
-# by the policy's own facts; and relations no requirement uses (a recursion over cyclic
-# memberships, a negation, an ordering of siblings).
+# by the policy's own facts (in `in_group`, which `holds` then reads: the prelude's does
+# not); and relations no requirement uses (a recursion over cyclic memberships, a
+# negation, an ordering of siblings).
 PLUS_WORLD = """
 policy cdap_plus_world "cdap, and rules that change what is held"
 include "cdap"
@@ -128,6 +129,7 @@ administered(E) :- grant(_, "ADMIN", E).
 holds(P, "ADMIN", E, G) :- in_group(P, G), steward(G), is_a(E, "dataset"), not administered(E).
 implies("role:r1w0", "group:g2w0").
 in_group(P, G) :- in_group(P, M), implies(M, G).
+holds(P, A, E, G) :- in_group(P, G), implies(_, G), grant(G, A, E).
 
 reaches(P, G) :- member_of(P, G), P != G.
 reaches(P, G) :- reaches(P, M), member_of(M, G), P != G.

@@ -21,6 +21,7 @@ once with the warning off, as tests/property/conftest.py does.)
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -59,6 +60,7 @@ def spark() -> Iterator[SparkSession]:
 # ---- generated deployments ------------------------------------------------------------
 
 NOBODY = "user:nobody"  # in no grant and no group, in every world
+CHAIN = 6  # the deepest chain of groups a world nests (issue 18: membership depth)
 ABSENT = object()  # an argument the request leaves out
 
 
@@ -79,6 +81,11 @@ class Names:
     @property
     def groups(self) -> list[str]:
         return [f"group:g1w{self.tag}", f"group:g2w{self.tag}", f"role:r1w{self.tag}"]
+
+    @property
+    def chain(self) -> list[str]:
+        """Groups a world may nest in one another, deeper than the three above ever are."""
+        return [f"group:c{i}w{self.tag}" for i in range(1, CHAIN + 1)]
 
     @property
     def kerberos(self) -> list[str]:
@@ -172,7 +179,31 @@ def worlds(draw: st.DrawFn, names: Names, actions: Sequence[str]) -> dict[str, A
     members = draw(
         st.lists(st.tuples(st.sampled_from(principals), st.sampled_from(names.groups)), max_size=5, unique=True)
     )
+    for member, group in draw(chains(names)):
+        if (member, group) not in members:
+            members.append((member, group))
+    # grants to the groups of a chain: the deepest, its middle, or anywhere along it
+    depth = len({g for _, g in members if g in names.chain})
+    if depth:
+        holders = st.sampled_from(names.chain[:depth])
+        grants += draw(st.lists(st.tuples(holders, st.sampled_from(grant_actions), on), max_size=3))
     return {"entities": entities, "grants": [list(g) for g in grants], "members": [list(m) for m in members]}
+
+
+@st.composite
+def chains(draw: st.DrawFn, names: Names) -> list[tuple[str, str]]:
+    """Memberships nested deep: a user or group in c1, c1 in c2, ... (up to ``CHAIN`` deep), and
+    sometimes a cycle, the last group back in an earlier one (or in the first member)."""
+    depth = draw(st.integers(0, CHAIN))
+    if not depth:
+        return []
+    first = draw(st.sampled_from([*names.users, *names.groups]))
+    path = [first, *names.chain[:depth]]
+    members = list(itertools.pairwise(path))
+    earlier = [p for p in path[:-1] if not p.startswith("user:")]
+    if earlier and draw(st.booleans()):
+        members.append((path[-1], draw(st.sampled_from(earlier))))
+    return members
 
 
 BOOL_WORDS: list[object] = [
@@ -207,13 +238,28 @@ def _argument(draw: st.DrawFn, names: Names, param: Param, entity: str) -> objec
 DEFECTS = ["none"] * 10 + ["unknown argument", "bad argument", "wrong entity type", "principal without kind"]
 
 
+def members_of(world: dict[str, Any], group: str) -> list[str]:
+    """Every principal in ``group``, directly or through other groups (cycles included)."""
+    inside: dict[str, list[str]] = {}
+    for member, parent in world["members"]:
+        inside.setdefault(parent, []).append(member)
+    found = {group: None}
+    frontier = [group]
+    while frontier:
+        for member in inside.get(frontier.pop(), ()):
+            if member not in found:
+                found[member] = None
+                frontier.append(member)
+    return list(found)[1:]
+
+
 @st.composite
 def requests(draw: st.DrawFn, policy: Policy, world: dict[str, Any], names: Names) -> tuple[str, str, str, str]:
     """A request row (principal, operation, entity, args as JSON text), biased towards what the world grants.
 
-    Mostly a holder of a grant (or a member of a group that holds it) acting on the granted
-    entity or on what encloses it; otherwise anyone on any entity of the operation's type,
-    held by the world or not. Some are malformed (an unknown argument, a bad argument, an
+    Mostly a holder of a grant (or a member of a group that holds it, however deeply nested)
+    acting on the granted entity or on what encloses it; otherwise anyone on any entity of the
+    operation's type, held by the world or not. Some are malformed (an unknown argument, a bad argument, an
     entity of the wrong type, a principal without its kind), so that what is rejected is
     compared as well as what is decided.
     """
@@ -223,8 +269,7 @@ def requests(draw: st.DrawFn, policy: Policy, world: dict[str, Any], names: Name
     if grants and draw(st.sampled_from(["granted", "granted", "anything"])) == "granted":
         holder, _, granted = draw(st.sampled_from(grants))
         entity = draw(st.sampled_from([e for e in [granted, *ancestors(granted)] if e.split(":")[0] in types]))
-        members = [m[0] for m in world["members"] if m[1] == holder]
-        principal = draw(st.sampled_from([holder, *members]))
+        principal = draw(st.sampled_from([holder, *members_of(world, holder)]))
         op = draw(st.sampled_from([op for op in operations if op.entity_type == entity.split(":")[0]]))
     else:
         op = draw(st.sampled_from(operations))
