@@ -24,7 +24,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     options = ServeOptions(
         store=str(store_url(args)), policy=args.policy, host=args.host, port=args.port, workers=args.workers,
         decision_log=args.decision_log, decision_log_sample=args.decision_log_sample, max_body=args.max_body,
-        max_batch=args.max_batch,
+        max_batch=args.max_batch, client_timeout=args.client_timeout,
     )
     return serve(options)
 
@@ -85,6 +85,8 @@ def register(sub: Any) -> None:
                    help="the largest request body taken (default 1 MiB)")
     p.add_argument("--max-batch", type=int, default=10_000, metavar="N",
                    help="the most checks in one batch, or items in one change (default 10000)")
+    p.add_argument("--client-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="the time a client has to send a request's headers, and then its body (default 10)")
     p.set_defaults(run=cmd_serve)
 
     text = "bearer tokens for the server: create (shown once), revoke, list"

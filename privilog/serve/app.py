@@ -78,8 +78,8 @@ def endpoint(service: Service, route: Route) -> Any:
                 raw = await read_body(request, service.limits.max_body, service.limits.body_timeout)
                 if route.body is None and raw.strip():
                     raise HttpError(f"{route.method} {route.path} takes no body")
-                if route.body is not None and (raw or not route.body_optional):
-                    body = parse_json(raw)
+                if route.body is not None:
+                    body = {} if not raw and route.body_optional else parse_json(raw)
             result = await route.handler(Call(service, request, principal, rid, body, request.path_params))
             response = result if isinstance(result, Response) else json_response(200, result)
         except HttpError as error:

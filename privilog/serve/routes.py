@@ -16,10 +16,11 @@ from starlette.responses import Response
 
 from dsl.check import ancestor_types
 from engine.authorizer import Authorizer, RequestError
+from engine.ids import parse_principal
 from privilog.render.explain import render_decision
 from privilog.store.base import ENGINE_KINDS, KINDS
 
-from .bodies import HttpError, check_type, fields, shown
+from .bodies import HttpError, fields, shown
 from .service import Call, Route
 
 CHECK_FIELDS = {"principal": str, "operation": str, "entity": str}
@@ -117,7 +118,8 @@ def _item(item: Any, index: int) -> tuple[str, str, str, dict[str, Any] | None]:
 async def visible(call: Call) -> dict[str, Any]:
     """What a principal may see (``privilog list``): of one type or every listable one, inside ``in``."""
     body = fields(call.body, "body", {"principal": str}, {"type": str, "in": str, "because": bool})
-    principal, within = body["principal"], body.get("in")
+    # checked here: with nothing of the type to show, the engine would not look at the principal
+    principal, within = parse_principal(body["principal"]), body.get("in")
     deployment = call.service.deployment
     shown_: list[dict[str, Any]] = []
     with deployment.lock:
@@ -167,9 +169,7 @@ async def audit(call: Call) -> dict[str, Any]:
 
 
 async def reload(call: Call) -> dict[str, Any]:
-    if call.body:
-        check_type(call.body, dict, "body")
-        fields(call.body, "body", {})
+    fields(call.body, "body", {})
     return await call.service.reload(f"asked by {call.principal}, request {call.request_id}")
 
 

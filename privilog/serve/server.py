@@ -26,7 +26,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from .bodies import ServeError
 
 OPTIONS_ENV = "PRIVILOG_SERVE_OPTIONS"  # how the options reach worker processes
-HEADER_TIMEOUT = 10.0
+CLIENT_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
@@ -43,13 +43,13 @@ class ServeOptions:
     max_body: int = 1 << 20
     max_batch: int = 10_000
     follow_interval: float = 0.25
-    header_timeout: float = HEADER_TIMEOUT
+    client_timeout: float = CLIENT_TIMEOUT  # seconds to send the headers, then as many to send the body
 
 
 class HeaderTimeoutProtocol(HttpToolsProtocol):
     """uvicorn's HTTP protocol, closing a connection whose request headers do not all arrive in time."""
 
-    header_timeout = HEADER_TIMEOUT
+    header_timeout = CLIENT_TIMEOUT
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -108,7 +108,8 @@ def build_app(options: ServeOptions, signals: bool) -> Any:
     store = open_store(options.store, policy.actions, create=False)
     deployment = Deployment(store, policy)
     decision_log = DecisionLog.open(options.decision_log, options.decision_log_sample) if options.decision_log else None
-    limits = Limits(max_body=options.max_body, max_batch=options.max_batch)
+    HeaderTimeoutProtocol.header_timeout = options.client_timeout  # in a worker process too
+    limits = Limits(max_body=options.max_body, max_batch=options.max_batch, body_timeout=options.client_timeout)
     service = Service(deployment, options.policy, limits, decision_log)
     return make_app(service, options.follow_interval, signals=signals)
 
@@ -133,7 +134,7 @@ def serve(options: ServeOptions) -> int:
 
     if options.workers < 1:
         raise ServeError(f"--workers is at least 1, not {options.workers}")
-    HeaderTimeoutProtocol.header_timeout = options.header_timeout
+    HeaderTimeoutProtocol.header_timeout = options.client_timeout
     sock = bind(options.host, options.port)
     host, port = sock.getsockname()[:2]
     common: dict[str, Any] = {

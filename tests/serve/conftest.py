@@ -149,3 +149,13 @@ def setup(tmp_path: Path) -> Iterator[Setup]:
 @pytest.fixture
 def server(setup: Setup) -> Server:
     return setup.serve()
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Setup, Server]]:
+    """One store and one server for a whole module (the fuzz tests: many requests, one start)."""
+    made = Setup(tmp_path_factory.mktemp("shared"))
+    try:
+        yield made, made.serve("--client-timeout", "2")
+    finally:
+        made.close()

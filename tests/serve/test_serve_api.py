@@ -127,7 +127,7 @@ def test_request_ids_health_ready_and_errors(setup, server):
     root = server.client(setup.root)
     response = root.post("/v1/check", json=READ, headers={"X-Request-Id": "abc-123"})
     assert response.headers["x-request-id"] == "abc-123"
-    made = root.post("/v1/check", json=READ, headers={"X-Request-Id": "no spaces allowed".encode() + b"\xe9"})
+    made = root.post("/v1/check", json=READ, headers={"X-Request-Id": b"no spaces allowed" + b"\xe9"})
     assert re.fullmatch(r"[0-9a-f]{32}", made.headers["x-request-id"])
     assert server.client().get("/health").json() == {"status": "ok"}
     assert server.client().get("/ready").json()["status"] == "ready"

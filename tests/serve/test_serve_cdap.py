@@ -72,6 +72,8 @@ def test_roles(setup, server):
 def test_is_visible(setup, server):
     root = server.client(setup.root)
     root.post(f"{BASE}/privileges/grant", json={"entity": DATASET, "principal": ALICE, "actions": ["READ"]})
+    # a namespace shows through what exists inside it
+    root.post("/v1/changes", json={"kind": "entity.add", "items": ["dataset:ns1.ds"]})
     entities = [DATASET, "dataset:ns1.other", {"entity": "NAMESPACE", "namespace": "ns1"}, "namespace:ns2",
                 "schedule:ns1.app.nightly"]
     shown = root.post(f"{BASE}/isVisible", json={"principal": ALICE, "entities": entities}).json()
