@@ -118,6 +118,7 @@ def make_app(service: Service, follow_interval: float = 0.25, signals: bool = Fa
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         deployment = service.deployment
+        service.warm()
         following = getattr(deployment, "start_following", None)
         task = None
         if following is not None:

@@ -7,6 +7,7 @@ reads the audit log or reloads the policy.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from typing import Any
@@ -184,7 +185,7 @@ async def ready(call: Call) -> Any:
     except Exception as error:
         raise HttpError(f"the store is not reachable: {type(error).__name__}", 503) from None
     return {"status": "ready", "policy": service.deployment.policy.name, "version": service.version,
-            "seq": service.deployment.seq, "lag": lag}
+            "seq": service.deployment.seq, "lag": lag, "pid": os.getpid()}
 
 
 async def metrics(call: Call) -> Response:

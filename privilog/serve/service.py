@@ -11,6 +11,7 @@ cache also go to the pool.
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import logging
 import time
@@ -173,11 +174,25 @@ class Service:
                           one_line(str(error)))
                 raise HttpError(f"the policy was not reloaded: {one_line(str(error))}", 422,
                                 detail=str(error), policy=self.deployment.policy.name, version=self.version) from None
+            await run_in_threadpool(self.warm)
             self.version = policy_version(policy)
             self.last_reload_error = None
             self.metrics.reloads["ok"] += 1
             log.warning("privilog serve: reloaded %s (%s): version %s", source, why, self.version)
             return {"policy": policy.name, "version": self.version}
+
+    def warm(self) -> None:
+        """Compile every operation's decision plan now rather than in a request's time, then move what
+        loading made out of the collector's sight (ENGINES.md: a full collection over the loaded engine
+        takes a tenth of a second at 100k grants; after this, collections see only what requests make)."""
+        with self.deployment.lock:
+            authorizer = self.deployment.authorizer
+            compile_plan = getattr(authorizer.backend, "decider", None)
+            if compile_plan is not None:
+                for op in authorizer.policy.operations:
+                    compile_plan(op.qualified)
+        gc.collect()
+        gc.freeze()
 
     # ---- following the store ----------------------------------------------------------------
 
