@@ -106,7 +106,10 @@ def _serve(store: str, workers: int) -> tuple[subprocess.Popen[str], str, float]
 def _wrk(url: str, path: str, lua: Path, connections: int, duration: int, threads: int = 1) -> dict[str, Any]:
     out = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency", "-s", str(lua),
                           url + path], capture_output=True, text=True, check=True).stdout
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    found = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    if found is None:
+        raise SystemExit(f"wrk said nothing of requests per second:\n{out}")
+    rate = float(found.group(1))
     percentiles = {}
     for p, value, unit in re.findall(r"^\s+(50|75|90|99)%\s+([\d.]+)(us|ms|s)\s*$", out, re.M):
         percentiles[f"p{p}_ms"] = float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]

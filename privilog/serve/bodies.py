@@ -144,12 +144,3 @@ def fields(body: Any, where: str, required: Mapping[str, Any], optional: Mapping
 def _name(name: str) -> str:
     return name if name.isprintable() and len(name) <= MAX_SHOWN else shown(name)
 
-
-def strings(value: Any, where: str, limit: int) -> list[str]:
-    """A JSON array of strings, at most ``limit`` long."""
-    check_type(value, list, where)
-    if len(value) > limit:
-        raise HttpError(f"{where} has {len(value)} items; the limit is {limit}")
-    for index, item in enumerate(value):
-        check_type(item, str, f"{where}[{index}]")
-    return value

@@ -211,7 +211,7 @@ async def metrics(call: Call) -> Response:
     return Response(service.metrics.render(gauges), media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
-_REQUEST = {
+_REQUEST: dict[str, Any] = {
     "type": "object", "additionalProperties": False, "required": ["principal", "operation", "entity"],
     "properties": {"principal": {"type": "string", "example": "user:alice"},
                    "operation": {"type": "string", "example": "dataset.read"},

@@ -13,6 +13,7 @@ and not for ever.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -50,6 +51,7 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
     """uvicorn's HTTP protocol, closing a connection whose request headers do not all arrive in time."""
 
     header_timeout = CLIENT_TIMEOUT
+    _header_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -57,7 +59,7 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        if getattr(self, "_header_timer", None) is None:
+        if self._header_timer is None:
             self._header_timer = self.loop.call_later(self.header_timeout, self._too_slow)
 
     def on_headers_complete(self) -> None:
@@ -69,9 +71,8 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def _stop_header_timer(self) -> None:
-        timer = getattr(self, "_header_timer", None)
-        if timer is not None:
-            timer.cancel()
+        if self._header_timer is not None:
+            self._header_timer.cancel()
             self._header_timer = None
 
     def _too_slow(self) -> None:
