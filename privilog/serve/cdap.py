@@ -249,7 +249,11 @@ async def enforce(call: Call) -> dict[str, Any]:
     with deployment.lock:
         started = time.perf_counter()
         query = deployment.authorizer.backend.query
-        missing = [a for a in actions if not query("holds", {0: principal, 1: a, 2: str(entity)})]
+        try:
+            missing = [a for a in actions if not query("holds", {0: principal, 1: a, 2: str(entity)})]
+        except KeyError:  # a policy of one's own that drops the prelude's `holds`
+            raise HttpError(f"policy {deployment.policy.name} has no relation `holds`, which enforce reads",
+                            501) from None
         seconds = time.perf_counter() - started
     asked = {"principal": principal, "entity": str(entity), "actions": actions}
     call.service.metrics.decided("enforce", not missing, seconds)
