@@ -37,7 +37,7 @@ json_values = st.recursive(
     max_leaves=12,
 )
 bad_ids = st.sampled_from(["", ":", "dataset:", "dataset:ns1", "namespace:a.b", "user:", "alice", "user:al ice",
-                           "program:ns1.app.robot.x", "DATASET:ns1.ds", "dataset:ns1.ds\x00", "x" * 5000,
+                           "program:ns1.app.robot.x", "DATASET:ns1.ds", "dataset:ns1.ds\x00", "x" * 5000 + "!",
                            "namespace:\u00e9", "role:", "kerberosprincipal:@@", "dataset.read\n"])
 
 
@@ -113,7 +113,7 @@ def _state(setup):
             sorted(map(str, world.entities))), len(applied)
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=broken())
 def test_fuzzed_bodies_are_4xx_never_allow_never_change(shared, case):
     setup, server = shared
@@ -128,7 +128,7 @@ def test_fuzzed_bodies_are_4xx_never_allow_never_change(shared, case):
     assert _state(setup) == before
 
 
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=100, deadline=None, derandomize=True, database=None)
 @given(raw=st.binary(max_size=300), endpoint=st.sampled_from(ENDPOINTS),
        content_type=st.sampled_from(["application/json", "text/plain", "", "application/x-www-form-urlencoded"]))
 def test_fuzzed_bytes_are_4xx(shared, raw, endpoint, content_type):
@@ -175,8 +175,12 @@ def test_a_slow_client_blocks_no_one_and_is_cut_off(shared):
     for sock in slow:  # --client-timeout 2: closed without an answer
         assert sock.recv(1024) == b""
         sock.close()
-    answer = dribble.recv(4096)  # the body never completes: 408
-    assert answer.startswith(b"HTTP/1.1 408") and b"did not arrive" in answer
+    answer = b""
+    while b"did not arrive" not in answer:  # the body never completes: 408 (headers and body may come apart)
+        more = dribble.recv(4096)
+        assert more, f"closed before the whole answer: {answer!r}"
+        answer += more
+    assert answer.startswith(b"HTTP/1.1 408")
     dribble.close()
 
 
