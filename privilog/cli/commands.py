@@ -329,9 +329,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--world", help="a world file (YAML or JSON); default: an empty world")
     p.add_argument("--store", help=STORE_HELP + "; grants and entity changes are made there, durably")
     p.set_defaults(run=cmd_repl)
-    from privilog.cli import store
+    from privilog.cli import serve, store
 
     store.register(sub)
+    serve.register(sub)
     from privilog.pipeline import commands as pipeline  # pyspark is imported only when a pipeline command runs
 
     pipeline.register(sub)

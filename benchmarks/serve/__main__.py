@@ -1,0 +1,177 @@
+"""The server benchmark (issue 14): privilog serve under wrk on loopback, over a world of 100k grants.
+
+    python -m benchmarks.serve [--size 100k] [--duration 10] [--workers 1,2] [--out benchmarks/serve/results.json]
+
+The world is benchmarks/engines' (worldgen plus Kerberos owners), imported into
+a SQLite store in a temporary folder; the requests are its requests (five
+kinds, half drawn to be allowed). For each worker count, the server runs as
+``python -m privilog serve`` and wrk (``apt-get install wrk``) drives it with a
+Lua script for POST bodies:
+
+* single checks: ``POST /v1/check``, one request per call (4 connections, then 16);
+* batch checks: ``POST /v1/check/batch`` of 1,000 requests per call (4 connections);
+* grants: ``POST /v1/changes`` granting a new READ each call, one connection
+  (each answer waits for the commit on disk: the durable acknowledgement's latency), then 8.
+
+wrk and the server share the machine's cores. Measurements, not tests:
+nothing here asserts a figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from benchmarks.engines.common import ROOT, machine_info, progress
+from benchmarks.engines.workload import build
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results.json"
+BATCH = 1_000
+
+LUA = """
+local bodies = {}
+local n = 0
+for line in io.lines("%(bodies)s") do bodies[#bodies + 1] = line end
+local headers = {["Authorization"] = "Bearer %(token)s", ["Content-Type"] = "application/json"}
+local unique = %(unique)s
+math.randomseed(os.time() + os.clock() * 1e6)
+local tag = math.random(1, 1e9)
+request = function()
+  n = n + 1
+  if unique then
+    local body = string.format('{"kind":"grant","items":[["user:bench%%d_%%d","READ","dataset:ns0.bench"]]}', tag, n)
+    return wrk.format("POST", "%(path)s", headers, body)
+  end
+  return wrk.format("POST", "%(path)s", headers, bodies[(n %% #bodies) + 1])
+end
+"""
+
+
+def size_arg(text: str) -> int:
+    text = text.strip().lower()
+    return int(float(text[:-1]) * 1000) if text.endswith("k") else int(text)
+
+
+def _store(size: int, folder: Path) -> tuple[str, str, list[dict[str, Any]]]:
+    """A store holding the world of ``size`` grants, an admin's token, and the requests."""
+    import dsl
+    from privilog.store import open_store
+
+    work = build(size)
+    policy = dsl.load_policy("cdap")
+    path = folder / "authz.db"
+    with open_store(str(path), policy.actions) as store:
+        store.import_world(work.world, "local:bench")
+        store.change("local:bench", "admin.add", ["user:root"], trusted=True)
+        _, token = store.create_token("user:root", "local:bench")
+    requests = [{"principal": r.principal, "operation": r.operation, "entity": r.entity, "args": dict(r.args)}
+                for kind in work.requests.values() for r in kind]
+    return str(path), token, requests
+
+
+def _serve(store: str, workers: int) -> tuple[subprocess.Popen[str], str, float]:
+    started = time.perf_counter()
+    process = subprocess.Popen([sys.executable, "-m", "privilog", "serve", "--store", store, "--port", "0",
+                                "--workers", str(workers)], stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    assert process.stderr is not None
+    url = ""
+    deadline = time.monotonic() + 600
+    while not url and time.monotonic() < deadline:
+        ready, _, _ = select.select([process.stderr], [], [], 5)
+        line = process.stderr.readline() if ready else ""
+        if line.startswith("privilog serve: http://"):
+            url = line.split()[2]
+        elif not line and process.poll() is not None:
+            raise SystemExit(f"the server exited {process.returncode}")
+    seen: set[int] = set()
+    while len(seen) < workers and time.monotonic() < deadline:  # every worker loaded: its pid seen on /ready
+        try:
+            with urllib.request.urlopen(f"{url}/ready", timeout=5) as answer:
+                seen.add(json.load(answer)["pid"])
+        except OSError:
+            time.sleep(0.1)
+    return process, url, time.perf_counter() - started
+
+
+def _wrk(url: str, path: str, lua: Path, connections: int, duration: int, threads: int = 1) -> dict[str, Any]:
+    out = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency", "-s", str(lua),
+                          url + path], capture_output=True, text=True, check=True).stdout
+    found = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    if found is None:
+        raise SystemExit(f"wrk said nothing of requests per second:\n{out}")
+    rate = float(found.group(1))
+    percentiles = {}
+    for p, value, unit in re.findall(r"^\s+(50|75|90|99)%\s+([\d.]+)(us|ms|s)\s*$", out, re.M):
+        percentiles[f"p{p}_ms"] = float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+    non200 = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    total = re.search(r"(\d+) requests in", out)
+    return {"requests_per_s": rate, **percentiles, "requests": int(total.group(1)) if total else None,
+            "non_2xx": int(non200.group(1)) if non200 else 0, "connections": connections}
+
+
+def _script(folder: Path, name: str, token: str, path: str, bodies: list[str], unique: bool = False) -> Path:
+    lines = folder / f"{name}.jsonl"
+    lines.write_text("\n".join(bodies) + "\n")
+    script = folder / f"{name}.lua"
+    script.write_text(LUA % {"bodies": lines, "token": token, "path": path, "unique": "true" if unique else "false"})
+    return script
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.serve", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=size_arg, default=100_000)
+    parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run (default 10)")
+    parser.add_argument("--workers", default="1,2", help="worker counts to measure (default 1,2)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    results: dict[str, Any] = {"machine": machine_info(), "size": args.size, "runs": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        progress(f"building the world of {args.size} grants and its store")
+        store, token, requests = _store(args.size, folder)
+        singles = [json.dumps(r) for r in requests]
+        batches = [json.dumps({"checks": [requests[(i * BATCH + j) % len(requests)] for j in range(BATCH)]})
+                   for i in range(8)]
+        check = _script(folder, "check", token, "/v1/check", singles)
+        batch = _script(folder, "batch", token, "/v1/check/batch", batches)
+        grant = _script(folder, "grant", token, "/v1/changes", ["{}"], unique=True)
+        for workers in [int(w) for w in args.workers.split(",")]:
+            process, url, start_s = _serve(store, workers)
+            progress(f"{workers} worker(s): serving at {url} after {start_s:.1f} s")
+            try:
+                run: dict[str, Any] = {"workers": workers, "start_s": round(start_s, 2)}
+                _wrk(url, "/v1/check", check, 16, 2)  # warm: the ids and argument caches
+                for connections in (4, 16):
+                    run[f"single_checks_{connections}_connections"] = _wrk(url, "/v1/check", check, connections,
+                                                                           args.duration)
+                    progress(f"  single checks, {connections} connections: "
+                             f"{run[f'single_checks_{connections}_connections']}")
+                run["batch_checks"] = _wrk(url, "/v1/check/batch", batch, 4, args.duration)
+                run["batch_checks"]["decisions_per_s"] = run["batch_checks"]["requests_per_s"] * BATCH
+                progress(f"  batch checks: {run['batch_checks']}")
+                run["grants_one_connection"] = _wrk(url, "/v1/changes", grant, 1, args.duration)
+                progress(f"  grants, one connection: {run['grants_one_connection']}")
+                run["grants_8_connections"] = _wrk(url, "/v1/changes", grant, 8, args.duration)
+                progress(f"  grants, 8 connections: {run['grants_8_connections']}")
+                results["runs"].append(run)
+            finally:
+                process.terminate()
+                process.wait(timeout=60)
+    results["machine"]["loadavg_after"] = os.getloadavg()
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""``privilog serve`` and ``privilog token``: the authorization backend over HTTP, and its bearer tokens.
+
+Registered into the ``privilog`` command line by ``register(sub)``. ``token
+create`` prints a new token once (the store keeps only its hash); tokens are a
+local operator's commands, logged with the operating-system user as actor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from privilog.cli.store import STORE_HELP, local_actor, store_url
+from privilog.usage import EXIT_DENY, EXIT_OK, UsageError
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from privilog.serve.server import ServeOptions, serve
+
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"privilog serve: --port is 0 to 65535, not {args.port}")
+    options = ServeOptions(
+        store=str(store_url(args)), policy=args.policy, host=args.host, port=args.port, workers=args.workers,
+        decision_log=args.decision_log, decision_log_sample=args.decision_log_sample, max_body=args.max_body,
+        max_batch=args.max_batch, client_timeout=args.client_timeout,
+    )
+    return serve(options)
+
+
+def _open(args: argparse.Namespace) -> Any:
+    import dsl
+    from privilog.store import open_store
+
+    return open_store(str(store_url(args)), dsl.load_policy(args.policy).actions, create=False)
+
+
+def cmd_token_create(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        token_id, token = store.create_token(args.principal, local_actor())
+    print(token)
+    print(f"token {token_id} for {args.principal}: shown once; the store keeps only its hash", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_token_revoke(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        live = store.revoke_token(args.token_id, local_actor())
+    if not live:
+        print(f"privilog token revoke: no live token {args.token_id}", file=sys.stderr)
+        return EXIT_DENY
+    print(f"revoked token {args.token_id} (the server stops taking it within a second)")
+    return EXIT_OK
+
+
+def cmd_token_list(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        tokens = store.tokens()
+    for token in tokens:
+        if args.json:
+            print(json.dumps({"id": token.token_id, "principal": token.principal, "created": token.created,
+                              "revoked": token.revoked}))
+        else:
+            state = f"revoked {token.revoked}" if token.revoked else "live"
+            print(f"{token.token_id}  {token.principal}  created {token.created}  {state}")
+    return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    """Add ``serve`` and ``token`` to the command line's subparsers."""
+    text = "the authorization backend over HTTP: privilog's questions and CDAP's authorization API"
+    p = sub.add_parser("serve", help=text, description=text + "; every call carries a bearer token "
+                       "(`privilog token create`); SIGHUP reloads the policy.")
+    p.add_argument("--store", help=STORE_HELP)
+    p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8181, help="the port (default 8181; 0: any free one, printed)")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="worker processes, each with its own engine following the store (default 1)")
+    p.add_argument("--decision-log", metavar="FILE", help="append each decision to FILE as a JSON line")
+    p.add_argument("--decision-log-sample", type=float, default=1.0, metavar="FRACTION",
+                   help="log only this fraction of decisions, at random (default 1)")
+    p.add_argument("--max-body", type=int, default=1 << 20, metavar="BYTES",
+                   help="the largest request body taken (default 1 MiB)")
+    p.add_argument("--max-batch", type=int, default=10_000, metavar="N",
+                   help="the most checks in one batch, or items in one change (default 10000)")
+    p.add_argument("--client-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="the time a client has to send a request's headers, and then its body (default 10)")
+    p.set_defaults(run=cmd_serve)
+
+    text = "bearer tokens for the server: create (shown once), revoke, list"
+    p = sub.add_parser("token", help=text, description=text)
+    commands = p.add_subparsers(dest="token_command", required=True, parser_class=type(p))
+
+    def common(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--store", help=STORE_HELP)
+        q.add_argument("--policy", default="cdap", help="the policy whose actions the store's grants name")
+
+    q = commands.add_parser("create", help="a new token standing for a principal; printed once")
+    q.add_argument("--principal", required=True, metavar="PRINCIPAL", help="who the token stands for: user:NAME")
+    common(q)
+    q.set_defaults(run=cmd_token_create)
+    q = commands.add_parser("revoke", help="revoke a token by its id (the server stops taking it within a second)")
+    q.add_argument("token_id", metavar="ID")
+    common(q)
+    q.set_defaults(run=cmd_token_revoke)
+    q = commands.add_parser("list", help="every token: id, principal, when made, whether revoked (never secrets)")
+    common(q)
+    q.add_argument("--json", action="store_true", help="one JSON object per line")
+    q.set_defaults(run=cmd_token_list)

@@ -1,0 +1,248 @@
+"""privilog's own questions over HTTP (check, a batch of checks, why, list), changes, and operations.
+
+Any valid token may ask about any principal (CDAP's enforcer asks on behalf of
+the user it serves); only an authorization admin's token changes anything,
+reads the audit log or reloads the policy.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from dsl.check import ancestor_types
+from engine.authorizer import Authorizer, RequestError
+from engine.ids import parse_principal
+from privilog.render.explain import render_decision
+from privilog.store.base import ENGINE_KINDS, KINDS
+
+from .bodies import HttpError, fields, shown
+from .service import Call, Route
+
+CHECK_FIELDS = {"principal": str, "operation": str, "entity": str}
+CHECK_OPTIONAL = {"args": dict, "explain": bool}
+_ITEM_KEYS = frozenset({"principal", "operation", "entity", "args"})
+
+
+def _asked(p: str, op: str, e: str, args: dict[str, Any] | None) -> dict[str, Any]:
+    return {"principal": p, "operation": op, "entity": e, "args": args or {}}
+
+
+async def check(call: Call) -> dict[str, Any]:
+    body = fields(call.body, "body", CHECK_FIELDS, CHECK_OPTIONAL)
+    return _decide(call, body, explain=body.get("explain", False), endpoint="check")
+
+
+async def why(call: Call) -> dict[str, Any]:
+    body = fields(call.body, "body", CHECK_FIELDS, {"args": dict})
+    return _decide(call, body, explain=True, endpoint="why", text=True)
+
+
+def _decide(call: Call, body: dict[str, Any], explain: bool, endpoint: str, text: bool = False) -> dict[str, Any]:
+    p, op, e, args = body["principal"], body["operation"], body["entity"], body.get("args")
+    deployment = call.service.deployment
+    with deployment.lock:
+        authorizer = deployment.authorizer
+        started = time.perf_counter()
+        if explain:
+            decision = authorizer.check(authorizer.request(p, op, e, args))
+            allowed = decision.allowed
+        else:
+            allowed = authorizer.allows(p, op, e, args)
+        seconds = time.perf_counter() - started
+    call.service.metrics.decided(op, allowed, seconds)
+    call.service.log_decisions(call, endpoint, [(_asked(p, op, e, args), allowed, seconds * 1e6)])
+    if not explain:
+        return {"decision": "allow" if allowed else "deny", "request": _asked(p, op, e, args),
+                "policy": deployment.policy.name}
+    out = decision.to_json()
+    if text:
+        out["explanation"] = render_decision(decision)
+    return out
+
+
+async def check_batch(call: Call) -> dict[str, Any]:
+    """Many checks in one call: ``decisions`` is allow or deny for each, in order (with ``explain``,
+    each decision whole). One malformed check refuses the whole batch, naming it."""
+    body = fields(call.body, "body", {"checks": list}, {"explain": bool})
+    checks: list[Any] = body["checks"]
+    limit = call.service.limits.max_batch
+    if len(checks) > limit:
+        raise HttpError(f"body.checks has {len(checks)} checks; the limit is {limit}", 413)
+    explain = body.get("explain", False)
+    deployment = call.service.deployment
+    out: list[Any] = []
+    counts: Counter[tuple[str, bool]] = Counter()
+    logged: list[tuple[dict[str, Any], bool, float]] | None = [] if call.service.decision_log else None
+    with deployment.lock:
+        authorizer = deployment.authorizer
+        started = time.perf_counter()
+        for index, item in enumerate(checks):
+            p, op, e, args = _item(item, index)
+            try:
+                if explain:
+                    decision = authorizer.check(authorizer.request(p, op, e, args))
+                    allowed = decision.allowed
+                    out.append(decision.to_json())
+                else:
+                    allowed = authorizer.allows(p, op, e, args)
+                    out.append("allow" if allowed else "deny")
+            except RequestError as error:
+                raise HttpError(f"body.checks[{index}]: {error}") from None
+            counts[(op, allowed)] += 1
+            if logged is not None:
+                logged.append((_asked(p, op, e, args), allowed, 0.0))
+        seconds = time.perf_counter() - started
+    each = seconds / max(1, len(checks))
+    for (op, allowed), n in counts.items():
+        call.service.metrics.decided(op, allowed, each, n)
+    if logged:
+        call.service.log_decisions(call, "check/batch", [(r, a, each * 1e6) for r, a, _ in logged])
+    return {"decisions": out, "policy": deployment.policy.name}
+
+
+def _item(item: Any, index: int) -> tuple[str, str, str, dict[str, Any] | None]:
+    """One check of a batch, its fields checked as :func:`fields` would, faster."""
+    if type(item) is not dict or not item.keys() <= _ITEM_KEYS:
+        fields(item, f"body.checks[{index}]", CHECK_FIELDS, {"args": dict})  # raises, naming what is wrong
+    p, op, e, args = item.get("principal"), item.get("operation"), item.get("entity"), item.get("args")
+    if type(p) is not str or type(op) is not str or type(e) is not str or (args is not None and type(args) is not dict):
+        fields(item, f"body.checks[{index}]", CHECK_FIELDS, {"args": dict})
+    return p, op, e, args
+
+
+async def visible(call: Call) -> dict[str, Any]:
+    """What a principal may see (``privilog list``): of one type or every listable one, inside ``in``."""
+    body = fields(call.body, "body", {"principal": str}, {"type": str, "in": str, "because": bool})
+    # checked here: with nothing of the type to show, the engine would not look at the principal
+    principal, within = parse_principal(body["principal"]), body.get("in")
+    deployment = call.service.deployment
+    shown_: list[dict[str, Any]] = []
+    with deployment.lock:
+        authorizer = deployment.authorizer
+        types = [body["type"]] if "type" in body else authorizer.listable_types()
+        for entity_type in types:
+            if "type" not in body and not _fits(authorizer, entity_type, within):
+                continue
+            if body.get("because"):
+                shown_ += [v.to_json() for v in authorizer.visible(principal, entity_type, within)]
+            else:
+                shown_ += [{"entity": str(e)} for e in authorizer.visible_entities(principal, entity_type, within)]
+    return {"principal": principal, "in": within, "visible": shown_}
+
+
+def _fits(authorizer: Authorizer, entity_type: str, within: str | None) -> bool:
+    return within is None or authorizer.entity(within).type in ancestor_types(authorizer.policy, entity_type)
+
+
+async def change(call: Call) -> dict[str, Any]:
+    """A change of the store (grants, memberships, roles, admins, entities), as the caller."""
+    body = fields(call.body, "body", {"kind": str, "items": list})
+    kind = body["kind"]
+    if kind not in ENGINE_KINDS:
+        known = ", ".join(k for k in KINDS if k in ENGINE_KINDS)
+        hint = "; tokens are made and revoked with `privilog token`" if kind in KINDS else ""
+        raise HttpError(f"body.kind is one of {known}, not {shown(kind)}{hint}")
+    if len(body["items"]) > call.service.limits.max_batch:
+        raise HttpError(f"body.items has {len(body['items'])} items; the limit is {call.service.limits.max_batch}",
+                        413)
+    entry = await call.service.change(call, kind, body["items"])
+    return {"change": entry.to_json()}
+
+
+async def audit(call: Call) -> dict[str, Any]:
+    """The audit log (admins only): ``?principal=&entity=&since=&limit=``."""
+    query = call.request.query_params
+    for name in query:
+        if name not in ("principal", "entity", "since", "limit"):
+            raise HttpError(f"no query parameter `{shown(name)}` (parameters: principal, entity, since, limit)")
+    limit_text = query.get("limit", "1000")
+    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 10_000:
+        raise HttpError(f"limit is a number from 1 to 10000, not {shown(limit_text)}")
+    entries = await run_in_threadpool(call.service.store.audit, query.get("principal"), query.get("entity"),
+                                      query.get("since"), int(limit_text))
+    return {"changes": [e.to_json() for e in entries]}
+
+
+async def reload(call: Call) -> dict[str, Any]:
+    fields(call.body, "body", {})
+    return await call.service.reload(f"asked by {call.principal}, request {call.request_id}")
+
+
+async def health(call: Call) -> dict[str, Any]:
+    return {"status": "ok"}
+
+
+async def ready(call: Call) -> Any:
+    service = call.service
+    try:
+        lag = await service.lag()
+    except Exception as error:
+        raise HttpError(f"the store is not reachable: {type(error).__name__}", 503) from None
+    return {"status": "ready", "policy": service.deployment.policy.name, "version": service.version,
+            "seq": service.deployment.seq, "lag": lag, "pid": os.getpid()}
+
+
+async def metrics(call: Call) -> Response:
+    service = call.service
+    deployment = service.deployment
+    try:
+        lag = float(await service.lag())
+    except Exception:
+        lag = float("nan")
+    with deployment.lock:
+        world = deployment.authorizer.world
+        grants, members = len(world.grants), len(world.members)
+    gauges = {
+        "privilog_store_lag_entries": ("Store log entries not yet replayed into this server's engine.", lag),
+        "privilog_store_seq": ("The last store log entry this server has replayed.", float(deployment.seq)),
+        "privilog_grants": ("Grants in this server's engine.", float(grants)),
+        "privilog_memberships": ("Memberships of groups and roles in this server's engine.", float(members)),
+        f'privilog_policy_info{{policy="{deployment.policy.name}",version="{service.version}"}}':
+            ("The policy served, by name and version.", 1.0),
+        "privilog_policy_reload_failing": ("1 when the last reload failed (the old policy serves).",
+                                           1.0 if service.last_reload_error else 0.0),
+    }
+    return Response(service.metrics.render(gauges), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+_REQUEST: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["principal", "operation", "entity"],
+    "properties": {"principal": {"type": "string", "example": "user:alice"},
+                   "operation": {"type": "string", "example": "dataset.read"},
+                   "entity": {"type": "string", "example": "dataset:ns1.sales"},
+                   "args": {"type": "object", "additionalProperties": {"type": ["string", "boolean"]}}},
+}
+
+ROUTES = [
+    Route("POST", "/v1/check", "check", "Decide a request: allow or deny (with `explain`, the proof or what is "
+          "unmet and the fixes)", check,
+          body={**_REQUEST, "properties": {**_REQUEST["properties"], "explain": {"type": "boolean"}}}),
+    Route("POST", "/v1/check/batch", "check_batch", "Decide many requests in one call", check_batch,
+          body={"type": "object", "additionalProperties": False, "required": ["checks"],
+                "properties": {"checks": {"type": "array", "items": _REQUEST}, "explain": {"type": "boolean"}}}),
+    Route("POST", "/v1/why", "why", "Explain a decision: the proof, or the unmet requirements and the fixes", why,
+          body=_REQUEST),
+    Route("POST", "/v1/list", "list", "What a principal may see, of a type or every listable type", visible,
+          body={"type": "object", "additionalProperties": False, "required": ["principal"],
+                "properties": {"principal": {"type": "string"}, "type": {"type": "string"}, "in": {"type": "string"},
+                               "because": {"type": "boolean"}}}),
+    Route("POST", "/v1/changes", "changes", "Change grants, memberships, roles, admins or entities "
+          "(authorization admins only; durable and audited)", change,
+          body={"type": "object", "additionalProperties": False, "required": ["kind", "items"],
+                "properties": {"kind": {"type": "string", "enum": [k for k in KINDS if k in ENGINE_KINDS]},
+                               "items": {"type": "array"}}}),
+    Route("GET", "/v1/audit", "audit", "The audit log (authorization admins only)", audit, auth="admin"),
+    Route("POST", "/v1/admin/reload", "reload", "Read the policy again (authorization admins only); a broken one "
+          "leaves the old one serving", reload, auth="admin", body={"type": "object", "additionalProperties": False},
+          body_optional=True, responses={422: "the new policy does not parse or check; the old one serves"}),
+    Route("GET", "/health", "health", "Liveness", health, auth="none"),
+    Route("GET", "/ready", "ready", "Readiness: the policy is loaded and the store answers", ready, auth="none",
+          responses={503: "the store does not answer"}),
+    Route("GET", "/metrics", "metrics", "Prometheus metrics", metrics),
+]
