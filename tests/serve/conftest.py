@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -159,3 +159,22 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Setup, Se
         yield made, made.serve("--client-timeout", "2")
     finally:
         made.close()
+
+
+
+@pytest.fixture
+def start_replica() -> Iterator[Callable[[str], Server]]:
+    """Start a server on a store named by URL (PostgreSQL); every one started is stopped after."""
+    started: list[Server] = []
+
+    def start(url: str) -> Server:
+        server = Server(url).start()  # type: ignore[arg-type]  # a URL where a SQLite store is a path
+        started.append(server)
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            if server.process is not None:
+                server.stop()
