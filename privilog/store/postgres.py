@@ -27,7 +27,7 @@ from urllib.parse import unquote, unquote_plus
 import psycopg
 
 from .base import StoreError
-from .sql import SqlStore
+from .sql import SqlStore, schema_v1
 
 CHANNEL = "privilog_changes"
 # the one write lock: pg_advisory_xact_lock's 64-bit key (the bytes of "privilog" as a number)
@@ -145,24 +145,7 @@ class PostgresStore(SqlStore):
         cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(seq)))
 
     def _schema(self) -> list[str]:
-        return [
-            "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-            "CREATE TABLE entities(entity TEXT PRIMARY KEY, top TEXT NOT NULL)",
-            "CREATE INDEX entities_top ON entities(top)",
-            "CREATE TABLE grants(principal TEXT NOT NULL, action TEXT NOT NULL, entity TEXT NOT NULL,"
-            " PRIMARY KEY(principal, action, entity))",
-            "CREATE TABLE members(member TEXT NOT NULL, grp TEXT NOT NULL, PRIMARY KEY(member, grp))",
-            "CREATE INDEX members_grp ON members(grp)",
-            "CREATE TABLE admins(principal TEXT PRIMARY KEY)",
-            "CREATE TABLE roles(role TEXT PRIMARY KEY)",
-            "CREATE TABLE tokens(token_id TEXT PRIMARY KEY, digest TEXT NOT NULL, principal TEXT NOT NULL,"
-            " created TEXT NOT NULL, revoked TEXT)",
-            "CREATE TABLE changes(seq BIGSERIAL PRIMARY KEY, at TEXT NOT NULL, actor TEXT NOT NULL,"
-            " kind TEXT NOT NULL, items TEXT NOT NULL, asked TEXT NOT NULL, request_id TEXT NOT NULL,"
-            " outcome TEXT NOT NULL)",
-            "CREATE INDEX changes_at ON changes(at)",
-            *_APPEND_ONLY,
-        ]
+        return [*schema_v1(keyed="", serial="BIGSERIAL PRIMARY KEY"), *_APPEND_ONLY]
 
     def _bulk_insert(self, cur: Any, table: str, columns: str, rows: list[tuple[Any, ...]]) -> int:
         """COPY into a temporary table, then one INSERT of what is new: a million rows in seconds."""

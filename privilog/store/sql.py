@@ -64,6 +64,31 @@ _ROWS: dict[str, tuple[str, tuple[str, ...], bool]] = {
 
 _CHANGE_COLUMNS = "seq, at, actor, kind, items, asked, request_id, outcome"
 
+# Schema version 1, written once; a dialect fills in its words for a clustered key table
+# (``keyed``) and an auto-increasing sequence number (``serial``), then adds its own guards
+SCHEMA_V1 = (
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE entities(entity TEXT PRIMARY KEY, top TEXT NOT NULL)",
+    "CREATE INDEX entities_top ON entities(top)",
+    "CREATE TABLE grants(principal TEXT NOT NULL, action TEXT NOT NULL, entity TEXT NOT NULL,"
+    " PRIMARY KEY(principal, action, entity)){keyed}",
+    "CREATE TABLE members(member TEXT NOT NULL, grp TEXT NOT NULL, PRIMARY KEY(member, grp)){keyed}",
+    "CREATE INDEX members_grp ON members(grp)",
+    "CREATE TABLE admins(principal TEXT PRIMARY KEY)",
+    "CREATE TABLE roles(role TEXT PRIMARY KEY)",
+    "CREATE TABLE tokens(token_id TEXT PRIMARY KEY, digest TEXT NOT NULL, principal TEXT NOT NULL,"
+    " created TEXT NOT NULL, revoked TEXT)",
+    "CREATE TABLE changes(seq {serial}, at TEXT NOT NULL, actor TEXT NOT NULL,"
+    " kind TEXT NOT NULL, items TEXT NOT NULL, asked TEXT NOT NULL, request_id TEXT NOT NULL,"
+    " outcome TEXT NOT NULL)",
+    "CREATE INDEX changes_at ON changes(at)",
+)
+
+
+def schema_v1(keyed: str, serial: str) -> list[str]:
+    """Schema version 1 in a dialect's words (see :data:`SCHEMA_V1`)."""
+    return [statement.format(keyed=keyed, serial=serial) for statement in SCHEMA_V1]
+
 
 class _Refusal(Exception):
     """A change refused inside its transaction: raised to roll it back, then logged and re-raised."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import StoreError
-from .sql import SqlStore
+from .sql import SqlStore, schema_v1
 
 _APPEND_ONLY = """
 CREATE TRIGGER changes_{verb} BEFORE {verb} ON changes
@@ -53,21 +53,7 @@ class SqliteStore(SqlStore):
 
     def _schema(self) -> list[str]:
         return [
-            "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-            "CREATE TABLE entities(entity TEXT PRIMARY KEY, top TEXT NOT NULL)",
-            "CREATE INDEX entities_top ON entities(top)",
-            "CREATE TABLE grants(principal TEXT NOT NULL, action TEXT NOT NULL, entity TEXT NOT NULL,"
-            " PRIMARY KEY(principal, action, entity)) WITHOUT ROWID",
-            "CREATE TABLE members(member TEXT NOT NULL, grp TEXT NOT NULL, PRIMARY KEY(member, grp)) WITHOUT ROWID",
-            "CREATE INDEX members_grp ON members(grp)",
-            "CREATE TABLE admins(principal TEXT PRIMARY KEY)",
-            "CREATE TABLE roles(role TEXT PRIMARY KEY)",
-            "CREATE TABLE tokens(token_id TEXT PRIMARY KEY, digest TEXT NOT NULL, principal TEXT NOT NULL,"
-            " created TEXT NOT NULL, revoked TEXT)",
-            "CREATE TABLE changes(seq INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, actor TEXT NOT NULL,"
-            " kind TEXT NOT NULL, items TEXT NOT NULL, asked TEXT NOT NULL, request_id TEXT NOT NULL,"
-            " outcome TEXT NOT NULL)",
-            "CREATE INDEX changes_at ON changes(at)",
+            *schema_v1(keyed=" WITHOUT ROWID", serial="INTEGER PRIMARY KEY AUTOINCREMENT"),
             _APPEND_ONLY.format(verb="UPDATE"),
             _APPEND_ONLY.format(verb="DELETE"),
         ]
