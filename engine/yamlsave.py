@@ -32,6 +32,9 @@ ALL = "ALL"
 
 GrantFact = tuple[str, str, EntityId]
 
+# libyaml's composer when it is there: three times as fast, and its marks count characters too
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 @dataclass(frozen=True)
 class Facts:
@@ -65,7 +68,7 @@ def edited(text: str, facts: Facts) -> str | None:
       - [user:a, READ, namespace:x]
     """
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_LOADER)
         if not isinstance(root, yaml.MappingNode):
             raise _Unsure
         return _Editor(text, root, facts).run()

@@ -158,3 +158,17 @@ def test_a_json_world_and_a_new_world_are_written_in_full(tmp_path: Path) -> Non
     assert (tmp_path / "new.yaml").read_text() == yaml.safe_dump(
         fresh.to_data(), sort_keys=False, default_flow_style=None, width=100
     )
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_text_beyond_ascii_and_windows_line_ends_are_kept(tmp_path: Path, newline: str) -> None:
+    text = "# l'équipe « ventes »\ngrants:\n  - [user:zoe, READ, namespace:x]  # ✓ zoë\n  - [user:b, READ, namespace:x]\n"
+    path = tmp_path / "world.yaml"
+    path.write_bytes(text.replace("\n", newline).encode())
+    world = load_world(path, ACTIONS, bind=True)
+    x = EntityId.parse("namespace:x")
+    world.grants.discard(Grant("user:b", "READ", x))
+    world.grants.add(Grant("user:c", "READ", x))
+    save_world(world, path)
+    expected = text.replace("  - [user:b, READ, namespace:x]\n", "  - [user:c, READ, namespace:x]\n")
+    assert path.read_bytes() == expected.replace("\n", newline).encode()
