@@ -129,7 +129,14 @@ def decision_dot(decision: Decision) -> str:
 def _requirement(picture: _Picture, index: int, outcome: Outcome, principal: str) -> str:
     label = outcome.text + (f"\\n(if {outcome.condition})" if outcome.condition else "")
     if not outcome.applies:
-        return picture.node(f"requirement {index}", f"{label}\\ndoes not apply", fontcolor=MUTED, color=MUTED)
+        return picture.node(
+            f"requirement {index}",
+            f"{label}\\ndoes not apply",
+            fontcolor=MUTED,
+            color=MUTED,
+            fillcolor=FILL["requirement"],  # filled with `color` otherwise
+            style="filled,rounded,dashed",
+        )
     if outcome.met:
         return picture.node(f"requirement {index}", f"{label}\\nmet", color=ALLOW, fillcolor=FILL["requirement"])
     details = [f"the request gives no ${a}" for a in outcome.missing_arguments]

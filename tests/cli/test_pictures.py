@@ -163,3 +163,13 @@ def test_graph_png_of_the_sample_world(tmp_path: Path, capsys: pytest.CaptureFix
     )
     assert code == 0
     assert out.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") and out.stat().st_size > 10_000
+
+
+def test_requirements_that_do_not_apply_are_drawn_dashed_not_filled_grey(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ("why", "user:carol", "application.deploy", "application:sales.reports", "--world", SAMPLE)
+    code, out, _ = run(capsys, *argv, "--arg", "artifact=artifact:sales.etl-lib", "--format", "dot")
+    assert code == 0
+    nodes = re.findall(r"^\t(n\d+ \[label=.*)$", out, re.M)
+    assert nodes and all("fillcolor=" in node for node in nodes)  # else dot fills a node with its line colour
+    skipped = [n for n in nodes if r"\ndoes not apply" in n]
+    assert len(skipped) == 2 and all('style="filled,rounded,dashed"' in n for n in skipped)
