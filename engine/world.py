@@ -28,6 +28,7 @@ from dsl.errors import OneLineError, PrivilogError, did_you_mean
 from dsl.files import FileRefused, read_world_text, write_atomically
 from engine.formats import TableError, TableFile, Unreadable, find_tables, is_table_path, load_document
 from engine.ids import DEFAULT_INSTANCE, INSTANCE_NAME, EntityId, IdError, parse_instance, parse_principal
+from engine.yamlsave import Facts, edited
 
 ALL = "ALL"
 
@@ -80,6 +81,8 @@ class World:
     path: Path | None = None
     # the policy's actions, when the world was read for one: a grant of any other is refused
     actions: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    # the YAML text the world was read from (or last saved as): a save edits it in place
+    source: str | None = field(default=None, compare=False, repr=False)
 
     def existing(self) -> set[EntityId]:
         """Every entity that exists: those listed, and everything that encloses them."""
@@ -241,14 +244,50 @@ class World:
 def save_world(world: World, path: Path) -> None:
     """Write ``world`` to ``path`` atomically: a crash leaves the old file or the new, never half.
 
-    A symbolic link stays a link (its target is replaced), and the file keeps its
-    permissions and, where the process may set it, its owner (:func:`dsl.files.write_atomically`).
+    A world read from YAML is saved into the text it was read from, changing only
+    the entries that changed (:mod:`engine.yamlsave`), so that a world file kept in
+    git diffs cleanly; any other world is written out in full. A symbolic link stays
+    a link (its target is replaced), and the file keeps its permissions and, where
+    the process may set it, its owner (:func:`dsl.files.write_atomically`).
     """
-    text = yaml.safe_dump(world.to_data(), sort_keys=False, default_flow_style=None, width=100)
+    text = _edited_source(world)
+    if text is None:
+        text = yaml.safe_dump(world.to_data(), sort_keys=False, default_flow_style=None, width=100)
     try:
         write_atomically(Path(path), text, "world")
     except FileRefused as error:
         raise WorldError(str(error)) from None
+    if world.source is not None:
+        world.source = text
+
+
+def _edited_source(world: World) -> str | None:
+    """The world's source text edited to the world, if that text reads back to exactly this world."""
+    if world.source is None:
+        return None
+    facts = Facts(
+        world.instance,
+        world.entities,
+        {(g.principal, g.action, g.entity) for g in world.grants},
+        world.members,
+        world.admins,
+        world.actions,
+    )
+    text = edited(world.source, facts)
+    if text is None:
+        return None
+    try:
+        again = parse_world(text, world.actions)
+    except PrivilogError:
+        return None
+    same = (again.instance, again.entities, again.grants, again.members, again.admins) == (
+        world.instance,
+        world.entities,
+        world.grants,
+        world.members,
+        world.admins,
+    )
+    return text if same else None
 
 
 # ---- reading, with positions ----------------------------------------------------------
@@ -488,7 +527,10 @@ def load_world(path: str | Path, actions: Iterable[str], bind: bool = False) -> 
         text = read_world_text(path)
     except FileRefused as error:
         raise WorldError(str(error)) from None
-    return parse_world(text, actions, str(path), path if bind else None)
+    world = parse_world(text, actions, str(path), path if bind else None)
+    if path.suffix.lower() != ".json" and not text.lstrip().startswith("{"):
+        world.source = text  # YAML: saved by editing this text (JSON is written afresh, as YAML)
+    return world
 
 
 def load_tables(path: str | Path, actions: Iterable[str]) -> World:

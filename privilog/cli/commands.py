@@ -67,7 +67,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     authorizer = _policy_world(args)
     request = authorizer.request(args.principal, args.operation, args.entity, _args(args.arg))
     decision = authorizer.check(request)
-    if args.json:
+    if getattr(args, "format", "text") != "text":
+        from privilog.cli.graph import write_picture
+        from privilog.render.graph import decision_dot
+
+        if args.json:
+            raise UsageError("privilog why: give --json or --format, not both")
+        write_picture(decision_dot(decision), args.format, args.out, "why")
+    elif args.json:
         _print_json(decision.to_json())
     elif args.command == "why" or args.explain:
         print(render_decision(decision))
@@ -265,6 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="print the decision as one JSON object")
         if name == "check":
             p.add_argument("--explain", action="store_true", help="print the proof tree, as `why` does")
+        else:
+            from privilog.cli.graph import PICTURE_FORMATS, add_picture_options
+
+            add_picture_options(p, "text", ("text", *PICTURE_FORMATS))
         p.set_defaults(run=cmd_check)
 
     p = sub.add_parser("list", help="what a principal may see", description="what a principal may see")
@@ -329,10 +340,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--world", help="a world file (YAML or JSON); default: an empty world")
     p.add_argument("--store", help=STORE_HELP + "; grants and entity changes are made there, durably")
     p.set_defaults(run=cmd_repl)
-    from privilog.cli import serve, store
+    from privilog.cli import graph, serve, store
 
     store.register(sub)
     serve.register(sub)
+    graph.register(sub)
     from privilog.pipeline import commands as pipeline  # pyspark is imported only when a pipeline command runs
 
     pipeline.register(sub)
