@@ -72,9 +72,16 @@ def _differs(what: str, expected: set[str], got: set[str]) -> str:
     return f"{what} differs: " + "; ".join(parts)
 
 
+EXAMPLES = {
+    "who": "a list of principals, such as [user:alice, group:eng]",
+    "visible": "a list of entity ids, such as [dataset:ns1.ds]",
+    "because": "a list of grants, such as [grant user:alice ADMIN namespace:ns1]",
+}
+
+
 def _texts(item: Located, what: str) -> list[Located]:
     if not isinstance(item.value, list) or not all(isinstance(v.value, str) for v in item.value):
-        raise fail(item, f"`{what}` is a list of ids, such as [{'user:alice' if what == 'who' else 'dataset:ns1.ds'}]")
+        raise fail(item, f"`{what}` is {EXAMPLES[what]}")
     return list(item.value)
 
 
