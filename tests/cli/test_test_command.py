@@ -468,29 +468,6 @@ def test_a_visible_case_covers_the_listing(capsys: pytest.CaptureFixture[str]) -
     assert [o["operation"] for o in coverage["operations"] if o["covered"]] == ["namespace.list"]
 
 
-# ---- the shared reverse lookup ----------------------------------------------------------
-
-
-def test_authorizer_who_is_the_exact_set_users_first() -> None:
-    import privilog
-
-    world = {
-        "entities": ["namespace:ns1", "dataset:ns1.ds"],
-        "grants": [["group:eng", "READ", "dataset:ns1.ds"], ["user:zed", "READ", "dataset:ns1.ds"]],
-        "members": [["user:ann", "group:eng"], ["user:out", "group:other"]],
-    }
-    authz = privilog.load("cdap", world)
-    assert [d.request.principal for d in authz.who("dataset.read", "dataset:ns1.ds")] == [
-        "user:ann",
-        "user:zed",
-        "group:eng",
-    ]
-    assert all(d.allowed for d in authz.who("dataset.read", "dataset:ns1.ds"))
-    assert privilog.load("cdap", {}).who("dataset.read", "dataset:ns1.ds") == []
-    with pytest.raises(privilog.PrivilogError):
-        privilog.load("cdap", {}).who("dataset.reed", "dataset:ns1.ds")
-
-
 def test_the_readme_scenario_runs_and_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme.split("### Scenario files\n", 1)[1]
