@@ -85,6 +85,9 @@ def _scenarios(args: argparse.Namespace) -> int:
 
     select = parse_selection(args.select) if args.select is not None else None
     run = run_scenarios([Path(p) for p in args.scenarios], args.policy, select, args.coverage)
+    if select is not None and not run.results and run.deselected:
+        # a -k that matches nothing is a typo more often than a choice; CI should not pass on it
+        raise UsageError(f"privilog test: -k `{args.select}` selects none of the {run.deselected} cases")
     if args.junit_xml:
         try:
             write_atomically(Path(args.junit_xml), junit_xml(run), "JUnit XML report")

@@ -118,7 +118,6 @@ def test_without_verbose_only_failures_are_printed(tmp_path: Path, capsys: pytes
         ("writes and not bob", ["carol writes ds through eng"]),
         ("reads or carol", ["bob reads ds", "carol writes ds through eng"]),
         ("not (bob and writes)", ["bob reads ds", "carol writes ds through eng"]),
-        ("nobody", []),
     ],
 )
 def test_k_selects_cases_by_name(
@@ -135,6 +134,12 @@ def test_k_counts_the_deselected_in_the_summary(tmp_path: Path, capsys: pytest.C
     code, out, _ = run(capsys, "test", "-k", "reads", str(scenario(tmp_path, THREE)))
     assert code == 0
     assert out.strip() == "1 passed, 0 failed, 2 deselected"
+
+
+def test_a_k_that_selects_nothing_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "test", "--json", "-k", "nobody", str(scenario(tmp_path, THREE)))
+    assert (code, out) == (2, "")
+    assert err.strip() == "privilog test: -k `nobody` selects none of the 3 cases"
 
 
 @pytest.mark.parametrize("expression", ["", "bob and", "(bob", "and bob", "bob )", "not"])
