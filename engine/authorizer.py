@@ -630,20 +630,6 @@ class Authorizer:
                         break
         return tuple(sorted(left))
 
-    # ---- who -----------------------------------------------------------------------
-
-    def who(self, operation: str, entity: str | EntityId, args: Mapping[str, object] | None = None) -> list[Decision]:
-        """The reverse lookup: one allowing decision per principal of the world who may do ``operation``
-        on ``entity``, users first, then by name. The request is validated even when the world names
-        no principal.
-        """
-        principals = sorted(self.world.principals(), key=lambda p: (p.split(":")[0] != "user", p))
-        if not principals:
-            self.request("user:anyone", operation, entity, args)
-            return []
-        requests = [self.request(p, operation, entity, args) for p in principals]
-        return [d for d in self.check_many(requests) if d.allowed]
-
     # ---- listing -------------------------------------------------------------------
 
     def list_operation(self, entity_type: str) -> Operation:

@@ -12,13 +12,16 @@ A case's ``expect:`` is one of
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import cast
 
 from dsl.errors import PrivilogError, did_you_mean
 from dsl.ir import Scope
 from engine.authorizer import Authorizer
 from engine.decision import Decision, Request
 from engine.ids import EntityId, IdError, parse_principal
+from engine.who import who
 from engine.world import Located
 from privilog.render.explain import render_short
 
@@ -193,10 +196,11 @@ class Judge:
             except IdError as error:
                 raise fail(item, str(error)) from None
         operation, entity = str(fields["operation"].value), str(fields["entity"].value)
-        allowed = self.authorizer.who(operation, entity, args)
+        # who() hands the arguments to Authorizer.request, which checks values of any type
+        found = who(self.authorizer, operation, entity, cast(Mapping[str, str], args))
         principals = sorted(self.authorizer.world.principals())
         requests = tuple(self.authorizer.request(p, operation, entity, args) for p in principals)
-        got = {d.request.principal for d in allowed}
+        got = {d.request.principal for d in found.allowed}
         if got == expected:
             return Verdict(True, requests=requests)
         return Verdict(False, _differs("who may", expected, got), requests)

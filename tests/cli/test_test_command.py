@@ -56,6 +56,11 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def located(err: str) -> str:
+    """A located error without the command's name, which it may start with (`privilog: FILE:LINE:COL: ...`)."""
+    return err.removeprefix("privilog: ")
+
+
 def scenario(tmp_path: Path, cases: str, head: str = WORLD, name: str = "s.yaml") -> Path:
     path = tmp_path / name
     path.write_text(head + cases)
@@ -282,7 +287,7 @@ def test_a_bad_who_case_is_located_and_exit_2(
     code, out, err = run(capsys, "test", str(path))
     assert code == 2
     assert out == ""
-    assert err.startswith(f"{path}:{where}: ")
+    assert located(err).startswith(f"{path}:{where}: ")
     assert message in err
     assert len(err.strip().splitlines()) == 1
 
@@ -353,7 +358,7 @@ def test_a_bad_because_is_located_and_exit_2(
     code, out, err = run(capsys, "test", str(path))
     assert code == 2
     assert out == ""
-    assert err.startswith(f"{path}:{where}: ")
+    assert located(err).startswith(f"{path}:{where}: ")
     assert message in err
     assert len(err.strip().splitlines()) == 1
 
