@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import gc
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from types import MappingProxyType
 
 from dsl.check import ancestor_types
@@ -305,6 +306,22 @@ class Authorizer:
         self, requests: list[Request], relations: tuple[str, ...] = ("allowed", "applies", "met", "covered", "lacking")
     ) -> tuple[dict[str, Request], dict[str, set[Row]]]:
         """Assert the requests, read back every relation the decisions need, retract."""
+        answers: dict[str, set[Row]] = {}
+        with self.asserted(requests) as ids:
+            for relation in relations:
+                if len(ids) == 1:
+                    answers[relation] = self.backend.query(relation, {0: next(iter(ids))})
+                else:
+                    answers[relation] = {r for r in self.backend.query(relation) if r[0] in ids}
+        return ids, answers
+
+    @contextmanager
+    def asserted(self, requests: list[Request]) -> Iterator[dict[str, Request]]:
+        """The requests' facts in the backend while the block runs (by request id), retracted after.
+
+        Inside, ``backend.query`` answers the request-derived relations for them (``privilog test
+        --coverage`` asks which rules derive anything this way).
+        """
         ids = {f"r{next(self._counter)}": r for r in requests}
         added: dict[str, set[Row]] = {}
         for rid, request in ids.items():
@@ -313,16 +330,10 @@ class Authorizer:
         for relation, rows in added.items():
             self.backend.add(relation, rows)
         try:
-            answers: dict[str, set[Row]] = {}
-            for relation in relations:
-                if len(ids) == 1:
-                    answers[relation] = self.backend.query(relation, {0: next(iter(ids))})
-                else:
-                    answers[relation] = {r for r in self.backend.query(relation) if r[0] in ids}
+            yield ids
         finally:
             for relation, rows in added.items():
                 self.backend.remove(relation, rows)
-        return ids, answers
 
     def _decider(self, operation: str) -> Decider | None:
         """The backend's decision plan for ``operation``, if it compiles one."""

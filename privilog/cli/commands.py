@@ -119,35 +119,6 @@ def _fits(authorizer: Any, entity_type: str, within: str | None) -> bool:
     return parent.type in ancestor_types(authorizer.policy, entity_type)
 
 
-def cmd_test(args: argparse.Namespace) -> int:
-    from privilog.testing.scenario import run_scenarios
-
-    if not args.scenarios and not args.report:
-        raise UsageError("privilog test: give SCENARIO.yaml files, or --report (see `privilog test --help`)")
-    status = EXIT_OK
-    if args.scenarios:
-        results, passed, failed = run_scenarios([Path(p) for p in args.scenarios], args.policy)
-        for result in results:
-            if not result.passed:
-                print(result.line())
-        print(f"{passed} passed, {failed} failed")
-        status = EXIT_OK if failed == 0 else EXIT_DENY
-    if args.report:
-        status = max(status, _report(Path(args.tables)))
-    return status
-
-
-def _report(tables: Path) -> int:
-    import dsl
-    from privilog.testing.conformance import conformance_report, render_report
-
-    reports = conformance_report(tables)
-    rules = os.path.relpath(dsl.rules_dir())  # rules/ as the user sees it, when it is below here
-    shown = str(dsl.rules_dir()) if rules.startswith("..") else rules
-    print(render_report(reports, tables=str(tables), rules=shown))
-    return EXIT_OK if all(r.ok for r in reports) else EXIT_DENY
-
-
 def cmd_fmt(args: argparse.Namespace) -> int:
     import dsl
 
@@ -286,22 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_list)
 
-    p = sub.add_parser(
-        "test",
-        help="run scenario files, or report how each policy conforms to its table",
-        description="Run scenario files (DESIGN.md); with --report, check every policy in rules/ against its "
-        "conformance table and print covered and passing rows. Exit 1 when a case or a row fails.",
-    )
-    p.add_argument("scenarios", nargs="*", metavar="SCENARIO.yaml")
-    p.add_argument("--policy", default=None, help="run every scenario against this policy instead")
-    p.add_argument("--report", action="store_true", help="the conformance report of every policy in rules/")
-    p.add_argument(
-        "--tables",
-        default="tests/conformance",
-        metavar="DIR",
-        help="where the conformance tables are (default: tests/conformance)",
-    )
-    p.set_defaults(run=cmd_test)
+    from privilog.cli import test  # `privilog test` lives in its own module, as prove, store and serve do
+
+    test.register(sub)
 
     p = sub.add_parser("fmt", help="print policies in canonical form", description="print policies in canonical form")
     p.add_argument("files", nargs="+", metavar="POLICY")

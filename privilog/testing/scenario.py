@@ -1,16 +1,19 @@
 """Scenario files: conformance suites a policy author runs with ``privilog test``.
 
 A scenario names a policy, a world and cases; each case is a request and what
-it must give (``allow``, ``deny``, or ``{visible: [...]}``). A case may carry
-its own ``world:``, or ``grants:``/``members:``/``entities:`` added to the
-file's world. Every value is checked where it is read, and errors name the
-file, line and column.
+it must give (see :mod:`privilog.testing.expect`). A case may carry its own
+``world:``, or ``grants:``/``members:``/``entities:`` added to the file's world.
+Every value is checked where it is read, and errors name the file, line and
+column. Cases may be selected by name (``-k``, :mod:`privilog.testing.select`),
+are timed, and may record what of the policy they exercised
+(:mod:`privilog.testing.coverage`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import dsl
@@ -18,11 +21,13 @@ from dsl.errors import PrivilogError
 from dsl.files import read_world_text
 from dsl.ir import Policy
 from engine.authorizer import Authorizer
-from engine.world import Located, World, WorldError, WorldReader, compose
-from privilog.render.explain import render_short
+from engine.world import Located, World, WorldReader, compose
+from privilog.testing.coverage import PolicyCoverage
+from privilog.testing.expect import Judge, mapping
+from privilog.testing.select import Selection
 
 CASE_KEYS = ("name", "request", "expect", "world", "grants", "members", "entities")
-REQUEST_KEYS = ("principal", "operation", "entity", "in", "args")
+PASSED, FAILED = "passed", "failed"
 
 
 class ScenarioError(PrivilogError):
@@ -33,42 +38,71 @@ class ScenarioError(PrivilogError):
 
 @dataclass(frozen=True)
 class CaseResult:
+    """One case run: where it is written (``file:line:col``), its name, passed or failed and why, its time."""
+
     where: str
     name: str
     passed: bool
     detail: str = ""
+    seconds: float = 0.0
 
-    def line(self) -> str:
-        return f"{self.where}: FAIL {self.name}: {self.detail}"
+    @property
+    def status(self) -> str:
+        return PASSED if self.passed else FAILED
+
+    @property
+    def file(self) -> str:
+        return self.where.rsplit(":", 2)[0]
+
+    @property
+    def line_number(self) -> int:
+        return int(self.where.rsplit(":", 2)[1])
+
+    def line(self, timed: bool = False) -> str:
+        """``FILE:LINE:COL: FAIL NAME: WHY`` (or ``PASS NAME``), with the time when ``timed``."""
+        took = f" ({self.seconds * 1000:.1f} ms)" if timed else ""
+        if self.passed:
+            return f"{self.where}: PASS {self.name}{took}"
+        return f"{self.where}: FAIL {self.name}{took}: {self.detail}"
+
+
+@dataclass
+class Run:
+    """Every case run, the number left out by ``-k``, and the coverage of each policy (``--coverage``)."""
+
+    results: list[CaseResult] = field(default_factory=list)
+    deselected: int = 0
+    coverage: dict[str, PolicyCoverage] | None = None
+
+    @property
+    def passed(self) -> int:
+        return sum(r.passed for r in self.results)
+
+    @property
+    def failed(self) -> int:
+        return len(self.results) - self.passed
+
+    @property
+    def seconds(self) -> float:
+        return sum(r.seconds for r in self.results)
+
+    def summary(self) -> str:
+        """``N passed, M failed``, and how many ``-k`` left out when it left any out."""
+        text = f"{self.passed} passed, {self.failed} failed"
+        return text + (f", {self.deselected} deselected" if self.deselected else "")
 
 
 def _fail(item: Located, message: str) -> ScenarioError:
     return ScenarioError(f"{item.where}: {message}")
 
 
-def _mapping(item: Located, what: str, keys: tuple[str, ...]) -> dict[str, Located]:
-    if not isinstance(item.value, dict):
-        raise _fail(item, f"{what} must be a mapping")
-    for key, value in item.value.items():
-        if key not in keys:
-            raise _fail(value, f"unknown key `{key}` in {what}; the keys are {', '.join(keys)}")
-    return item.value
-
-
-def _plain(item: Located) -> object:
-    """Strip positions from a located value."""
-    if isinstance(item.value, dict):
-        return {k: _plain(v) for k, v in item.value.items()}
-    if isinstance(item.value, list):
-        return [_plain(v) for v in item.value]
-    return item.value
-
-
 class ScenarioRunner:
-    """Runs one scenario file; policies are loaded once per name."""
+    """Runs scenario files; policies are loaded once per name."""
 
-    def __init__(self, policy_override: str | None = None):
+    def __init__(self, policy_override: str | None = None, select: Selection | None = None, coverage: bool = False):
         self.policy_override = policy_override
+        self.select = select
+        self.run_state = Run(coverage={} if coverage else None)
         self._policies: dict[str, Policy] = {}
 
     def policy(self, name: str, base: Path) -> Policy:
@@ -83,17 +117,25 @@ class ScenarioRunner:
         root = compose(text, str(path))
         if root is None:
             raise ScenarioError(f"{path}: the scenario is empty")
-        top = _mapping(root, "a scenario", ("policy", "world", "cases", "description"))
+        top = mapping(root, "a scenario", ("policy", "world", "cases", "description"))
         policy_name = self.policy_override or (str(top["policy"].value) if "policy" in top else "cdap")
         policy = self.policy(policy_name, path.parent)
         reader = WorldReader(policy.actions)
         base_world = self._world(top.get("world"), reader, path.parent)
         authorizer = Authorizer(policy, base_world)
+        coverage = None
+        if self.run_state.coverage is not None:
+            coverage = self.run_state.coverage.setdefault(policy.span.file, PolicyCoverage(policy))
         cases = top.get("cases")
         if cases is None or not isinstance(cases.value, list):
             raise ScenarioError(f"{path}: a scenario needs `cases:`, a list of requests and expectations")
         for number, case in enumerate(cases.value, start=1):
-            yield self._case(authorizer, base_world, reader, case, number, path.parent)
+            result = self._case(authorizer, base_world, reader, case, number, path.parent, coverage)
+            if result is None:
+                self.run_state.deselected += 1
+            else:
+                self.run_state.results.append(result)
+                yield result
 
     def _world(self, item: Located | None, reader: WorldReader, base: Path) -> World:
         if item is None:
@@ -108,17 +150,31 @@ class ScenarioRunner:
         return reader.read(item, None)
 
     def _case(
-        self, authorizer: Authorizer, base_world: World, reader: WorldReader, case: Located, number: int, base: Path
-    ) -> CaseResult:
-        fields = _mapping(case, "a case", CASE_KEYS)
+        self,
+        authorizer: Authorizer,
+        base_world: World,
+        reader: WorldReader,
+        case: Located,
+        number: int,
+        base: Path,
+        coverage: PolicyCoverage | None,
+    ) -> CaseResult | None:
+        fields = mapping(case, "a case", CASE_KEYS)
         name = str(fields["name"].value) if "name" in fields else f"case {number}"
         if "request" not in fields or "expect" not in fields:
             raise _fail(case, f"{name}: a case needs `request:` and `expect:`")
+        if self.select is not None and not self.select(name):
+            return None
         world = self._case_world(fields, base_world, reader, base)
         authorizer.world = world
         authorizer.refresh()
         try:
-            return self._judge(authorizer, fields["request"], fields["expect"], name, case.where)
+            started = time.perf_counter()
+            verdict = Judge(authorizer).judge(fields["request"], fields["expect"])
+            took = time.perf_counter() - started
+            if coverage is not None:
+                coverage.record(authorizer, verdict.requests)
+            return CaseResult(case.where, name, verdict.passed, verdict.message, took)
         finally:
             authorizer.world = base_world
             authorizer.refresh()
@@ -137,65 +193,14 @@ class ScenarioRunner:
             instance=world.instance,
         )
 
-    def _judge(self, authorizer: Authorizer, request: Located, expect: Located, name: str, where: str) -> CaseResult:
-        fields = _mapping(request, "a request", REQUEST_KEYS)
-        for key in ("principal", "operation"):
-            if key not in fields:
-                raise _fail(request, f"a request needs `{key}`")
-        principal, operation = str(fields["principal"].value), str(fields["operation"].value)
-        args = _plain(fields["args"]) if "args" in fields else {}
-        if not isinstance(args, dict):
-            raise _fail(fields["args"], "`args` is a mapping of argument names to values")
-        try:
-            if isinstance(expect.value, dict):
-                wanted = _mapping(expect, "an expectation", ("visible",))
-                return self._judge_visible(authorizer, fields, principal, operation, wanted["visible"], name, where)
-            verdict = str(expect.value)
-            if verdict not in ("allow", "deny"):
-                raise _fail(expect, f"expect is `allow`, `deny` or `{{visible: [...]}}`, not `{verdict}`")
-            if "entity" not in fields:
-                raise _fail(request, "a request that expects allow or deny needs `entity`")
-            req = authorizer.request(principal, operation, str(fields["entity"].value), args)
-        except (WorldError, ScenarioError):
-            raise
-        except PrivilogError as error:
-            raise _fail(request, str(error)) from None
-        decision = authorizer.check(req)
-        got = "allow" if decision.allowed else "deny"
-        if got == verdict:
-            return CaseResult(where, name, True)
-        return CaseResult(where, name, False, f"expected {verdict}, got {render_short(decision)}")
 
-    def _judge_visible(
-        self,
-        authorizer: Authorizer,
-        fields: dict[str, Located],
-        principal: str,
-        operation: str,
-        wanted: Located,
-        name: str,
-        where: str,
-    ) -> CaseResult:
-        op = authorizer.operation(operation)
-        within = str(fields["in"].value) if "in" in fields else None
-        listed = _plain(wanted)
-        if not isinstance(listed, list):
-            raise _fail(wanted, "`visible` is a list of entity ids")
-        expected = {str(authorizer.entity(str(v))) for v in listed}
-        shown = {str(v.entity) for v in authorizer.visible(principal, op.entity_type, within)}
-        if shown == expected:
-            return CaseResult(where, name, True)
-        parts = []
-        if expected - shown:
-            parts.append(f"missing {sorted(expected - shown)}")
-        if shown - expected:
-            parts.append(f"unexpected {sorted(shown - expected)}")
-        return CaseResult(where, name, False, "visible set differs: " + "; ".join(parts))
-
-
-def run_scenarios(paths: list[Path], policy: str | None = None) -> tuple[list[CaseResult], int, int]:
-    """Run scenario files; return every result with the passed and failed counts."""
-    runner = ScenarioRunner(policy)
-    results = [result for path in paths for result in runner.run(path)]
-    passed = sum(r.passed for r in results)
-    return results, passed, len(results) - passed
+def run_scenarios(
+    paths: list[Path], policy: str | None = None, select: Selection | None = None, coverage: bool = False
+) -> Run:
+    """Run scenario files: every selected case's result, the deselected count, and (``coverage``)
+    what of each policy the cases exercised."""
+    runner = ScenarioRunner(policy, select, coverage)
+    for path in paths:
+        for _ in runner.run(path):
+            pass
+    return runner.run_state
