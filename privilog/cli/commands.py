@@ -15,46 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from privilog.cli.options import add_arg, add_common, given_store, load_authorizer, request_args
 from privilog.cli.store import STORE_HELP
 from privilog.usage import EXIT_BAD_INPUT, EXIT_DENY, EXIT_INTERNAL, EXIT_OK, CommandParser, UsageError
-
-
-def _policy_world(args: argparse.Namespace) -> Any:
-    from privilog.api import load
-
-    backend = getattr(args, "backend", "compiled")
-    url = _store(args)
-    if url is None:
-        return load(args.policy, args.world, backend=backend, bind=False)
-    import dsl
-    from privilog.store import open_store
-
-    policy = dsl.load_policy(args.policy)
-    with open_store(url, policy.actions, create=False) as store:
-        world, _ = store.snapshot()
-    return load(policy, world, backend=backend)
-
-
-def _store(args: argparse.Namespace, environment: bool = True) -> str | None:
-    """The store a command reads instead of a world: --store, or (``environment``) $PRIVILOG_STORE
-    when no --world is given."""
-    from privilog.cli.store import store_url
-
-    given = getattr(args, "store", None)
-    url = store_url(args, required=False) if environment and not getattr(args, "world", None) else given
-    if url and getattr(args, "world", None):
-        raise UsageError(f"privilog {args.command}: give --world or --store, not both")
-    return url
-
-
-def _args(pairs: Sequence[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in pairs:
-        name, eq, value = pair.partition("=")
-        if not eq or not name:
-            raise UsageError(f"--arg takes NAME=VALUE, such as --arg artifact=artifact:ns1.etl; not `{pair}`")
-        out[name] = value
-    return out
 
 
 def _print_json(value: Any) -> None:
@@ -64,8 +27,8 @@ def _print_json(value: Any) -> None:
 def cmd_check(args: argparse.Namespace) -> int:
     from privilog.render.explain import render_decision, render_short
 
-    authorizer = _policy_world(args)
-    request = authorizer.request(args.principal, args.operation, args.entity, _args(args.arg))
+    authorizer = load_authorizer(args)
+    request = authorizer.request(args.principal, args.operation, args.entity, request_args(args.arg))
     decision = authorizer.check(request)
     if args.json:
         _print_json(decision.to_json())
@@ -73,15 +36,25 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(render_decision(decision))
     else:
         print(render_short(decision))
+    _notes(authorizer, request.principal, request.entity)
     return EXIT_OK if decision.allowed else EXIT_DENY
+
+
+def _notes(authorizer: Any, principal: str, entity: Any) -> None:
+    """The REPL's notes on a principal or an entity the world does not know, on stderr."""
+    from privilog.render.notes import unknown_notes
+
+    for note in unknown_notes(authorizer.world, principal, entity):
+        print(note, file=sys.stderr)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     from privilog.render.explain import render_visible
 
-    authorizer = _policy_world(args)
+    authorizer = load_authorizer(args)
     types = [args.type] if args.type else authorizer.listable_types()
     result = {t: authorizer.visible(args.principal, t, args.within) for t in types if _fits(authorizer, t, args.within)}
+    _notes(authorizer, args.principal, authorizer.entity(args.within) if args.within else None)
     if args.json:
         _print_json(
             {
@@ -183,7 +156,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     left, right = dsl.load_policy(args.left), dsl.load_policy(args.right)
     comparison = Comparison(left, right, args.left, args.right)
-    url = _store(args, environment=False)  # a plain `diff A B` compares the policies, whatever the environment
+    url = given_store(args, environment=False)  # a plain `diff A B` compares the policies, whatever the environment
     if args.world or url:
         if url:
             from privilog.store import open_store
@@ -230,7 +203,7 @@ def cmd_repl(args: argparse.Namespace) -> int:
     from privilog.repl.session import Session
     from privilog.repl.terminal import run
 
-    return run(Session(args.policy, args.world, store=_store(args)))
+    return run(Session(args.policy, args.world, store=given_store(args)))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -240,18 +213,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
 
-    def common(p: argparse.ArgumentParser, world: bool = True) -> None:
-        p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
-        if world:
-            p.add_argument("--world", help="a world file (YAML or JSON); default: an empty world")
-            p.add_argument("--store", help=STORE_HELP)
-            p.add_argument(
-                "--backend",
-                choices=("compiled", "pydatalog"),
-                default="compiled",
-                help="the engine: compiled (default, fast) or pydatalog (the reference)",
-            )
-
     for name, text in (
         ("check", "decide a request: exit 0 allowed, 1 denied"),
         ("why", "explain a decision: the proof, or what is unmet and what would allow it"),
@@ -260,8 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("principal", help="who acts, e.g. user:alice")
         p.add_argument("operation", help="TYPE.OPERATION, e.g. namespace.create (see `privilog ops`)")
         p.add_argument("entity", help="the entity, e.g. namespace:ns1")
-        p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE", help="a request argument")
-        common(p)
+        add_arg(p)
+        add_common(p)
         p.add_argument("--json", action="store_true", help="print the decision as one JSON object")
         if name == "check":
             p.add_argument("--explain", action="store_true", help="print the proof tree, as `why` does")
@@ -271,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("principal")
     p.add_argument("type", nargs="?", help="an entity type; default: every listable type")
     p.add_argument("--in", dest="within", metavar="PARENT", help="only entities inside PARENT")
-    common(p)
+    add_common(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_list)
 
@@ -315,13 +276,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_diff)
 
     p = sub.add_parser("ops", help="list a policy's operations", description="list a policy's operations")
-    common(p, world=False)
+    add_common(p, world=False)
     p.set_defaults(run=cmd_ops)
 
     # Commands that live in their own modules register themselves here; each module's
     # `register(sub)` adds its parsers with `set_defaults(run=...)`.
-    from privilog.cli import prove
+    from privilog.cli import ask, prove
 
+    ask.register(sub)
     prove.register(sub)
     text = "an interactive session: check, why, whynot, list, who, Datalog queries, grants, rules"
     p = sub.add_parser("repl", help=text, description=text + " (type `help` inside)")
@@ -339,17 +301,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _signed(message: str) -> str:
+    """An error as the command line prints it: starting `privilog:`, so that it is told apart from
+    what other programs in a pipeline print (a located one keeps its place right after).
+
+    >>> _signed("privilog check: the following arguments are required: entity")
+    'privilog: check: the following arguments are required: entity'
+    >>> _signed("w.yaml:3:18: unknown action `ADMN`")
+    'privilog: w.yaml:3:18: unknown action `ADMN`'
+    """
+    if message.startswith("privilog: "):
+        return message
+    command, colon, rest = message.partition(": ")
+    if colon and command.startswith("privilog ") and " " not in command[len("privilog ") :].strip():
+        return f"privilog: {command[len('privilog ') :]}: {rest}"
+    return f"privilog: {message}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from dsl.errors import PrivilogError
 
     try:
         args = build_parser().parse_args(argv)
         return int(args.run(args))
-    except UsageError as error:
-        print(error, file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except PrivilogError as error:
-        print(str(error) if error.located else f"privilog: {error}", file=sys.stderr)
+    except (UsageError, PrivilogError) as error:
+        print(_signed(str(error)), file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("privilog: interrupted", file=sys.stderr)
