@@ -139,6 +139,10 @@ def cmd_fmt(args: argparse.Namespace) -> int:
             if formatted != text:
                 print(f"{path}: not in canonical form (run `privilog fmt --write {name}`)")
                 status = EXIT_DENY
+        elif args.diff:
+            if formatted != text:
+                sys.stdout.writelines(_unified(text, formatted, str(path)))
+                status = EXIT_DENY
         elif args.write:
             if formatted != text:
                 write_atomically(path, formatted, "policy")
@@ -146,6 +150,16 @@ def cmd_fmt(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(formatted)
     return status
+
+
+def _unified(text: str, formatted: str, path: str) -> list[str]:
+    """What `fmt --write` would change, as a unified diff (`patch -p0` applies it)."""
+    import difflib
+
+    lines = difflib.unified_diff(
+        text.splitlines(keepends=True), formatted.splitlines(keepends=True), path, path + " (formatted)"
+    )
+    return [line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines]
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -191,11 +205,27 @@ def cmd_ops(args: argparse.Namespace) -> int:
     from dsl.format import format_requirements
 
     policy = dsl.load_policy(args.policy)
+    if args.json:
+        _print_json({"policy": policy.name, "operations": [_operation_json(op) for op in policy.operations]})
+        return EXIT_OK
     for op in policy.operations:
         params = " ".join(f"${p.name}:{p.type}" for p in op.params)
         reqs = ", ".join(format_requirements(op.requirements)) or "nothing"
         print(f"{op.qualified:36} {op.verb.value} {reqs}" + (f"   [{params}]" if params else ""))
     return EXIT_OK
+
+
+def _operation_json(op: Any) -> dict[str, Any]:
+    """One operation as `ops --json` prints it: its name, verb, written requirements and arguments."""
+    from dsl.format import format_requirements
+
+    return {
+        "operation": op.qualified,
+        "entity_type": op.entity_type,
+        "verb": op.verb.value,
+        "requirements": format_requirements(op.requirements),
+        "args": [{"name": p.name, "type": p.type, "in": p.within or None} for p in op.params],
+    }
 
 
 def cmd_repl(args: argparse.Namespace) -> int:
@@ -229,11 +259,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(run=cmd_check)
 
     p = sub.add_parser("list", help="what a principal may see", description="what a principal may see")
-    p.add_argument("principal")
+    p.add_argument("principal", help="who looks, e.g. user:alice")
     p.add_argument("type", nargs="?", help="an entity type; default: every listable type")
     p.add_argument("--in", dest="within", metavar="PARENT", help="only entities inside PARENT")
     add_common(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print what is visible as one JSON object")
     p.set_defaults(run=cmd_list)
 
     p = sub.add_parser(
@@ -242,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run scenario files (DESIGN.md); with --report, check every policy in rules/ against its "
         "conformance table and print covered and passing rows. Exit 1 when a case or a row fails.",
     )
-    p.add_argument("scenarios", nargs="*", metavar="SCENARIO.yaml")
+    p.add_argument("scenarios", nargs="*", metavar="SCENARIO.yaml", help="scenario files to run")
     p.add_argument("--policy", default=None, help="run every scenario against this policy instead")
     p.add_argument("--report", action="store_true", help="the conformance report of every policy in rules/")
     p.add_argument(
@@ -254,10 +284,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_test)
 
     p = sub.add_parser("fmt", help="print policies in canonical form", description="print policies in canonical form")
-    p.add_argument("files", nargs="+", metavar="POLICY")
+    p.add_argument("files", nargs="+", metavar="POLICY", help="a policy file (or a policy in rules/ to print)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="exit 1 if a file is not in canonical form")
     mode.add_argument("--write", action="store_true", help="rewrite files in place")
+    mode.add_argument(
+        "--diff", action="store_true", help="print what --write would change as a unified diff; exit 1 if any"
+    )
     p.set_defaults(run=cmd_fmt)
 
     p = sub.add_parser(
@@ -267,16 +300,17 @@ def build_parser() -> argparse.ArgumentParser:
         "and a witness (a world and a request one allows and the other denies), or with --world every "
         "decision in that world that changes. Exit 0 when they agree, 1 when they differ.",
     )
-    p.add_argument("left", metavar="POLICY_A")
-    p.add_argument("right", metavar="POLICY_B")
+    p.add_argument("left", metavar="POLICY_A", help="a policy in rules/ or a path: the one compared from")
+    p.add_argument("right", metavar="POLICY_B", help="a policy in rules/ or a path: the one compared to")
     p.add_argument("--world", help="compare every decision in this world instead")
     p.add_argument("--store", help="compare every decision in this store's world instead")
     p.add_argument("--witnesses", type=int, default=1, metavar="N", help="witnesses per direction (default 1)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the differences as one JSON object")
     p.set_defaults(run=cmd_diff)
 
     p = sub.add_parser("ops", help="list a policy's operations", description="list a policy's operations")
     add_common(p, world=False)
+    p.add_argument("--json", action="store_true", help="print the operations as one JSON object")
     p.set_defaults(run=cmd_ops)
 
     # Commands that live in their own modules register themselves here; each module's
