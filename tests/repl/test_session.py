@@ -404,7 +404,7 @@ def test_load_policy_switches_and_drops_the_sessions_rules(session: Session) -> 
     assert session.one_shot(start).startswith("DENY")  # cdap: no hierarchical enforcement
     session.one_shot('rule reader(P, E) :- holds(P, "READ", E, _).')
     out = lines(session.one_shot("load policy cdap-4.2"))
-    assert out[0].startswith("loaded policy cdap_4_2 (CDAP authorization, 4.2") and out[0].endswith(" operations")
+    assert out[0].startswith("loaded policy cdap-4.2 (CDAP authorization, 4.2") and out[0].endswith(" operations")
     assert out[1] == "dropped the session's 1 rule"
     assert session.policy_name == "cdap-4.2"
     assert session.rules == []
