@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -341,14 +342,16 @@ def _signed(message: str) -> str:
 
     >>> _signed("privilog check: the following arguments are required: entity")
     'privilog: check: the following arguments are required: entity'
+    >>> _signed("privilog store audit: --since takes an ISO 8601 time")
+    'privilog: store audit: --since takes an ISO 8601 time'
     >>> _signed("w.yaml:3:18: unknown action `ADMN`")
     'privilog: w.yaml:3:18: unknown action `ADMN`'
     """
     if message.startswith("privilog: "):
         return message
-    command, colon, rest = message.partition(": ")
-    if colon and command.startswith("privilog ") and " " not in command[len("privilog ") :].strip():
-        return f"privilog: {command[len('privilog ') :]}: {rest}"
+    command = re.match(r"privilog((?: [a-z][a-z-]*)+): ", message)  # argparse's `privilog store audit: ...`
+    if command:
+        return f"privilog:{command.group(1)}: {message[command.end() :]}"
     return f"privilog: {message}"
 
 

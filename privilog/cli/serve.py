@@ -48,7 +48,7 @@ def cmd_token_revoke(args: argparse.Namespace) -> int:
     with _open(args) as store:
         live = store.revoke_token(args.token_id, local_actor())
     if not live:
-        print(f"privilog token revoke: no live token {args.token_id}", file=sys.stderr)
+        print(f"privilog: token revoke: no live token {args.token_id}", file=sys.stderr)
         return EXIT_DENY
     print(f"revoked token {args.token_id} (the server stops taking it within a second)")
     return EXIT_OK

@@ -163,3 +163,22 @@ def test_check_and_why_note_unknown_names_on_stderr_and_keep_their_exit_codes(
     assert len(err.splitlines()) == 2
     code, _, err = run(capsys, "check", "user:bob", "dataset.read", "dataset:sales.orders", "--world", SAMPLE)
     assert (code, err) == (0, "")
+
+
+def test_the_readme_examples_print_what_they_show(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+    import shlex
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Who may do it, and Datalog queries", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, flags=re.S)
+    assert block is not None
+    commands = re.split(r"^\$ ", block.group(1), flags=re.M)[1:]
+    assert len(commands) == 2
+    monkeypatch.chdir(ROOT)
+    for command in commands:
+        line, _, shown = command.partition("\n")
+        argv = shlex.split(line)
+        assert argv[0] == "privilog"
+        code, out, _ = run(capsys, *argv[1:])
+        assert (code, out) == (0, shown)
