@@ -37,7 +37,7 @@ from typing import Any
 
 import dsl
 from dsl.check import ancestor_types, prelude_relations
-from dsl.errors import PolicyError, PolicyErrors, PrivilogError, did_you_mean, relocate
+from dsl.errors import PolicyError, PolicyErrors, PrivilogError, did_you_mean, relocate_all
 from dsl.files import read_policy_text
 from dsl.ir import Policy
 from engine.authorizer import Authorizer
@@ -710,10 +710,8 @@ class Session:
         added = "\n".join(rules) + "\n"
         try:
             return dsl.parse_policy(base + added, str(self.policy_path))
-        except PolicyError as error:
-            raise relocate(error, offset, added, "<session rules>") from None
-        except PolicyErrors as errors:
-            raise PolicyErrors([relocate(e, offset, added, "<session rules>") for e in errors.errors]) from None
+        except (PolicyError, PolicyErrors) as error:
+            raise relocate_all(error, offset, added, "<session rules>") from None
 
     # ---- queries -------------------------------------------------------------------
 
