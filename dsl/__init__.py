@@ -118,13 +118,20 @@ def parse_file_text(text: str, path: Path | str) -> Policy:
         raise
 
 
-def _default_name(file: str) -> str:
-    """A policy without a `policy` line is named after its file, as a name the language can write.
+_POLICY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*([.\-][A-Za-z0-9_]+)*\Z")  # as dsl/policy.lark writes one
 
-    >>> _default_name("<policy>"), _default_name("rules/cdap-4.2.policy")
-    ('policy', 'cdap_4_2')
+
+def _default_name(file: str) -> str:
+    """A policy without a `policy` line is named after its file, as written where the language
+    can write it (a `policy` line may name `cdap-4.2`), else with the other characters as `_`.
+
+    >>> _default_name("<policy>"), _default_name("rules/cdap-4.2.policy"), _default_name("my policy.policy")
+    ('policy', 'cdap-4.2', 'my_policy')
     """
-    name = re.sub(r"[^A-Za-z0-9_]", "_", Path(file).stem).strip("_") or "policy"
+    stem = Path(file).stem
+    if _POLICY_NAME.match(stem):
+        return stem
+    name = re.sub(r"[^A-Za-z0-9_]", "_", stem).strip("_") or "policy"
     return f"_{name}" if name[0].isdigit() else name
 
 

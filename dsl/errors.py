@@ -114,3 +114,32 @@ def did_you_mean(word: str, choices: Iterable[str], sigil: str = "") -> str:
     if not close:
         close = [c for c in pool if c.lower() == word.lower()]
     return f"did you mean `{sigil}{close[0]}`?" if close else ""
+
+
+def relocate(error: PolicyError, offset: int, source: str, file: str) -> PolicyError:
+    """An error found past ``offset`` lines of a combined text, placed in ``source`` instead.
+
+    A query or a session's rule is parsed after lines it does not own (a rule head, the
+    policy); its errors point into what the user typed.
+    """
+    span = error.span
+    if span.line <= offset:
+        return error
+    moved = Span(file, span.line - offset, span.column, max(span.end_line - offset, 0), span.end_column)
+    return PolicyError(error.message, moved, error.hint, source)
+
+
+def relocate_all(errors: PolicyError | PolicyErrors, offset: int, source: str, file: str) -> PrivilogError:
+    """:func:`relocate` for one error or several."""
+    if isinstance(errors, PolicyErrors):
+        return PolicyErrors([relocate(e, offset, source, file) for e in errors.errors])
+    return relocate(errors, offset, source, file)
+
+
+def article(word: str) -> str:
+    """``word`` with `a` or `an` before it, as its sound starts.
+
+    >>> article("artifact"), article("dataset"), article("instance")
+    ('an artifact', 'a dataset', 'an instance')
+    """
+    return f"{'an' if word[:1].lower() in 'aeio' else 'a'} {word}"

@@ -22,7 +22,7 @@ import tempfile
 from contextlib import suppress
 from pathlib import Path
 
-from dsl.errors import OneLineError, PrivilogError
+from dsl.errors import OneLineError, PrivilogError, article
 
 WORLD_BYTES_VAR = "PRIVILOG_MAX_WORLD_BYTES"
 POLICY_BYTES_VAR = "PRIVILOG_MAX_POLICY_BYTES"
@@ -75,7 +75,7 @@ def _refuse_irregular(path: Path, mode: int, what: str) -> None:
     if stat.S_ISREG(mode):
         return
     kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or special file"
-    raise FileRefused(f"{path}: not a regular file ({kind}); a {what} is read only from a regular file")
+    raise FileRefused(f"{path}: not a regular file ({kind}); {article(what)} is read only from a regular file")
 
 
 def _refuse_large(path: Path, size: int, what: str, variable: str, cap: int) -> None:
@@ -97,7 +97,8 @@ def read_bytes(path: Path, what: str, variable: str, cap: int) -> bytes:
     except FileNotFoundError:
         raise FileRefused(f"{path}: no such {what} file") from None
     except IsADirectoryError:
-        raise FileRefused(f"{path}: not a regular file (a folder); a {what} is read only from a regular file") from None
+        refused = f"{path}: not a regular file (a folder); {article(what)} is read only from a regular file"
+        raise FileRefused(refused) from None
     except OSError as error:
         raise FileRefused(f"{path}: cannot read the {what}: {error.strerror or error}") from None
     try:
@@ -171,7 +172,7 @@ def write_atomically(path: Path, text: str, what: str) -> None:
     except FileNotFoundError:
         before = None
     if before is not None and not stat.S_ISREG(before.st_mode):
-        raise FileRefused(f"{path}: not a regular file; a {what} is written only to one")
+        raise FileRefused(f"{path}: not a regular file; {article(what)} is written only to one")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:

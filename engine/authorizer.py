@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from types import MappingProxyType
 
 from dsl.check import ancestor_types
-from dsl.errors import PrivilogError, did_you_mean
+from dsl.errors import PrivilogError, article, did_you_mean
 from dsl.format import format_alternatives
 from dsl.ir import Operation, Policy, Requirement, Scope, Verb
 from engine.backends import Backend, make_backend
@@ -246,7 +246,9 @@ class Authorizer:
         op = self.operation(operation)
         target = self.entity(entity)
         if target.type != op.entity_type:
-            raise RequestError(f"`{op.qualified}` acts on a {op.entity_type}, but `{target}` is a {target.type}")
+            raise RequestError(
+                f"`{op.qualified}` acts on {article(op.entity_type)}, but `{target}` is {article(target.type)}"
+            )
         return Request(who, op.qualified, target, self._args(op, args or {}, target))
 
     def _check_within(self, op: Operation, within: str, name: str, entity: EntityId, target: EntityId) -> None:
@@ -255,7 +257,9 @@ class Authorizer:
         theirs = [a for a in entity.ancestors(self.world.instance) if a.type == within]
         if mine != theirs:
             where = mine[0] if mine else within
-            raise RequestError(f"`${name}` of `{op.qualified}` must be a {entity.type} in {where}, not `{entity}`")
+            raise RequestError(
+                f"`${name}` of `{op.qualified}` must be {article(entity.type)} in {where}, not `{entity}`"
+            )
 
     def _args(self, op: Operation, args: Mapping[str, object], target: EntityId) -> tuple[tuple[str, str], ...]:
         params = {p.name: p for p in op.params}
@@ -280,10 +284,10 @@ class Authorizer:
                     raise RequestError(f"`${name}` is true or false, not {shown}")
                 continue
             if value is not None and not isinstance(value, str | EntityId):  # None reads `None`, as in the pipeline
-                raise RequestError(f"`${name}` of `{op.qualified}` names a {param.type} id, not {value!r}")
+                raise RequestError(f"`${name}` of `{op.qualified}` names {article(param.type)} id, not {value!r}")
             entity = self.entity(str(value))
             if entity.type != param.type:
-                raise RequestError(f"`${name}` of `{op.qualified}` names a {param.type}, not `{entity}`")
+                raise RequestError(f"`${name}` of `{op.qualified}` names {article(param.type)}, not `{entity}`")
             if param.within:
                 self._check_within(op, param.within, name, entity, target)
             out.append((name, str(entity)))
@@ -657,7 +661,7 @@ class Authorizer:
         op = self.list_operation(entity_type)
         parent = self.entity(within) if within is not None else None
         if parent is not None and entity_type not in _types_inside(self.policy, parent.type):
-            raise RequestError(f"a {entity_type} is never inside a {parent.type} such as `{parent}`")
+            raise RequestError(f"{article(entity_type)} is never inside {article(parent.type)} such as `{parent}`")
         candidates = self.inventory.inside(entity_type, parent)
         if not candidates:
             return []

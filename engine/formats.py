@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from dsl.errors import OneLineError
+from dsl.errors import OneLineError, article
 from dsl.files import WORLD_BYTES_VAR, FileRefused, check_regular, decode, world_limit
 
 
@@ -386,7 +386,7 @@ class TableFile:
             fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
             if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the check
                 os.close(fd)
-                raise TableError(f"{self.path}: not a regular file; a {self.table} table is read only from one")
+                raise TableError(f"{self.path}: not a regular file; {article(self.table)} table is read only from one")
             return os.fdopen(fd, encoding="utf-8-sig", newline="")
         except OSError as error:
             raise TableError(f"{self.path}: cannot read the {self.table} table: {error.strerror}") from None

@@ -3,7 +3,8 @@
 The backend answers one relation at a time with some columns bound; the query
 joins those answers left to right, and negations and comparisons filter as soon
 as their variables are bound. Queries are built from the IR, never from text
-handed to an evaluator.
+handed to an evaluator. The REPL's ``?-`` and ``privilog query`` both read a
+query with :func:`parse_query` and answer it with :func:`answer`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
 
-from dsl.errors import PrivilogError
+import dsl
+from dsl.errors import PolicyError, PolicyErrors, PrivilogError, did_you_mean, relocate_all
 from dsl.ir import Atom, Comparison, Const, Literal, Var
 from engine.program import Row
 
@@ -38,6 +40,9 @@ SECONDS_VAR = "PRIVILOG_QUERY_SECONDS"
 ROWS_VAR = "PRIVILOG_QUERY_ROWS"
 DEFAULT_SECONDS = 30.0
 DEFAULT_ROWS = 5_000_000
+MAX_BINDINGS = 10_000  # an answer stops collecting bindings after this many
+EXAMPLE = '?- descendant(namespace:sales, D), is_a(D, "dataset").'
+_HEAD = "query() :-\n"  # a query is parsed as the body of a rule with this head
 
 
 def _env_number(variable: str, default: float) -> float:
@@ -219,3 +224,79 @@ def _holds(literal: Literal, binding: Mapping[str, str], ask: Callable[[Atom, Ma
         left, right = (binding[t.name] if isinstance(t, Var) else t.value for t in (literal.left, literal.right))
         return _COMPARE[literal.operator](left, right)
     return not any(_unify(literal, row, dict(binding)) is not None for row in ask(literal, binding))
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The bindings of a query's variables (named as written, ``_X`` left out), sorted.
+
+    ``complete`` is false when collecting stopped at the limit of bindings. A query
+    without variables answers yes (one empty row) or no (none).
+    """
+
+    variables: tuple[str, ...]
+    rows: tuple[Row, ...]
+    complete: bool = True
+
+    def to_json(self) -> dict[str, object]:
+        return {"variables": list(self.variables), "rows": [list(r) for r in self.rows], "complete": self.complete}
+
+
+def parse_query(text: str, relations: Mapping[str, int]) -> tuple[Literal, ...]:
+    """The literals of ``text`` (``LITERAL, ... .``; the ``?-`` and the final `.` may be left out),
+    each atom checked against ``relations`` (name to arity).
+
+    >>> parse_query("?- edge(X, b)", {"edge": 2})
+    (Atom(predicate='edge', terms=(Var(name='X'), Const(value='b')), negated=False),)
+    """
+    text = text.strip().removeprefix("?-").strip()
+    if not text:
+        raise QueryError(f"a query is `?- LITERAL, ... .`, for example: {EXAMPLE}")
+    if not text.endswith("."):
+        text += "."
+    try:
+        parsed = dsl.parse_unchecked(_HEAD + text, "<query>")
+    except (PolicyError, PolicyErrors) as error:
+        raise relocate_all(error, 1, text, "<query>") from None
+    if len(parsed.rules) != 1 or parsed.operations or parsed.relations:
+        raise QueryError("a query is one list of literals separated by `,` and ended by one `.`")
+    body = parsed.rules[0].body
+    _check(body, relations)
+    return body
+
+
+def _check(body: Sequence[Literal], relations: Mapping[str, int]) -> None:
+    for literal in body:
+        if not isinstance(literal, Atom):
+            continue
+        arity = relations.get(literal.predicate)
+        if arity is None:
+            hint = did_you_mean(literal.predicate, relations) or "the relations are " + ", ".join(sorted(relations))
+            raise QueryError(f"unknown relation `{literal.predicate}`: {hint}")
+        if arity != len(literal.terms):
+            raise QueryError(f"`{literal.predicate}` takes {arity} arguments, not {len(literal.terms)}")
+    if not any(isinstance(lit, Atom) and not lit.negated for lit in body):
+        raise QueryError("a query needs at least one literal that is not negated")
+
+
+def answer(query: Query, body: Sequence[Literal], budget: Budget, limit: int | None = None) -> Answer:
+    """Every binding of ``body``'s variables, up to ``limit`` (default :data:`MAX_BINDINGS`),
+    within ``budget`` (its deadline enforced by :func:`time_limit` around the whole evaluation).
+
+    >>> facts = {"edge": {("a", "b"), ("b", "c")}}
+    >>> def query(relation, bound=None):
+    ...     return {r for r in facts[relation] if all(r[i] == v for i, v in (bound or {}).items())}
+    >>> answer(query, parse_query("edge(X, _), not edge(_, X)", {"edge": 2}), Budget())
+    Answer(variables=('X',), rows=(('a',),), complete=True)
+    """
+    names = tuple(dict.fromkeys(v for lit in body for v in lit.variables if not v.startswith("_")))
+    limit = MAX_BINDINGS if limit is None else limit
+    rows: dict[Row, None] = {}
+    complete = True
+    with time_limit(budget):
+        for binding in solve(query, body, budget):
+            rows[tuple(binding[n] for n in names)] = None
+            if len(rows) >= limit:
+                complete = False
+                break
+    return Answer(names, tuple(sorted(rows)), complete)

@@ -10,51 +10,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from privilog.cli.options import add_arg, add_common, given_store, load_authorizer, request_args
 from privilog.cli.store import STORE_HELP
 from privilog.usage import EXIT_BAD_INPUT, EXIT_DENY, EXIT_INTERNAL, EXIT_OK, CommandParser, UsageError
-
-
-def _policy_world(args: argparse.Namespace) -> Any:
-    from privilog.api import load
-
-    backend = getattr(args, "backend", "compiled")
-    url = _store(args)
-    if url is None:
-        return load(args.policy, args.world, backend=backend, bind=False)
-    import dsl
-    from privilog.store import open_store
-
-    policy = dsl.load_policy(args.policy)
-    with open_store(url, policy.actions, create=False) as store:
-        world, _ = store.snapshot()
-    return load(policy, world, backend=backend)
-
-
-def _store(args: argparse.Namespace, environment: bool = True) -> str | None:
-    """The store a command reads instead of a world: --store, or (``environment``) $PRIVILOG_STORE
-    when no --world is given."""
-    from privilog.cli.store import store_url
-
-    given = getattr(args, "store", None)
-    url = store_url(args, required=False) if environment and not getattr(args, "world", None) else given
-    if url and getattr(args, "world", None):
-        raise UsageError(f"privilog {args.command}: give --world or --store, not both")
-    return url
-
-
-def _args(pairs: Sequence[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in pairs:
-        name, eq, value = pair.partition("=")
-        if not eq or not name:
-            raise UsageError(f"--arg takes NAME=VALUE, such as --arg artifact=artifact:ns1.etl; not `{pair}`")
-        out[name] = value
-    return out
 
 
 def _print_json(value: Any) -> None:
@@ -64,8 +28,8 @@ def _print_json(value: Any) -> None:
 def cmd_check(args: argparse.Namespace) -> int:
     from privilog.render.explain import render_decision, render_short
 
-    authorizer = _policy_world(args)
-    request = authorizer.request(args.principal, args.operation, args.entity, _args(args.arg))
+    authorizer = load_authorizer(args)
+    request = authorizer.request(args.principal, args.operation, args.entity, request_args(args.arg))
     decision = authorizer.check(request)
     if getattr(args, "format", "text") != "text":
         from privilog.cli.graph import write_picture
@@ -80,15 +44,25 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(render_decision(decision))
     else:
         print(render_short(decision))
+    _notes(authorizer, request.principal, request.entity)
     return EXIT_OK if decision.allowed else EXIT_DENY
+
+
+def _notes(authorizer: Any, principal: str, entity: Any) -> None:
+    """The REPL's notes on a principal or an entity the world does not know, on stderr."""
+    from privilog.render.notes import unknown_notes
+
+    for note in unknown_notes(authorizer.world, principal, entity):
+        print(note, file=sys.stderr)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     from privilog.render.explain import render_visible
 
-    authorizer = _policy_world(args)
+    authorizer = load_authorizer(args)
     types = [args.type] if args.type else authorizer.listable_types()
     result = {t: authorizer.visible(args.principal, t, args.within) for t in types if _fits(authorizer, t, args.within)}
+    _notes(authorizer, args.principal, authorizer.entity(args.within) if args.within else None)
     if args.json:
         _print_json(
             {
@@ -144,6 +118,10 @@ def cmd_fmt(args: argparse.Namespace) -> int:
             if formatted != text:
                 print(f"{path}: not in canonical form (run `privilog fmt --write {name}`)")
                 status = EXIT_DENY
+        elif args.diff:
+            if formatted != text:
+                sys.stdout.writelines(_unified(text, formatted, str(path)))
+                status = EXIT_DENY
         elif args.write:
             if formatted != text:
                 write_atomically(path, formatted, "policy")
@@ -151,6 +129,16 @@ def cmd_fmt(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(formatted)
     return status
+
+
+def _unified(text: str, formatted: str, path: str) -> list[str]:
+    """What `fmt --write` would change, as a unified diff (`patch -p0` applies it)."""
+    import difflib
+
+    lines = difflib.unified_diff(
+        text.splitlines(keepends=True), formatted.splitlines(keepends=True), path, path + " (formatted)"
+    )
+    return [line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines]
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -161,7 +149,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     left, right = dsl.load_policy(args.left), dsl.load_policy(args.right)
     comparison = Comparison(left, right, args.left, args.right)
-    url = _store(args, environment=False)  # a plain `diff A B` compares the policies, whatever the environment
+    url = given_store(args, environment=False)  # a plain `diff A B` compares the policies, whatever the environment
     if args.world or url:
         if url:
             from privilog.store import open_store
@@ -196,6 +184,9 @@ def cmd_ops(args: argparse.Namespace) -> int:
     from dsl.format import format_requirements
 
     policy = dsl.load_policy(args.policy)
+    if args.json:
+        _print_json({"policy": policy.name, "operations": [_operation_json(op) for op in policy.operations]})
+        return EXIT_OK
     for op in policy.operations:
         params = " ".join(f"${p.name}:{p.type}" for p in op.params)
         reqs = ", ".join(format_requirements(op.requirements)) or "nothing"
@@ -203,12 +194,25 @@ def cmd_ops(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _operation_json(op: Any) -> dict[str, Any]:
+    """One operation as `ops --json` prints it: its name, verb, written requirements and arguments."""
+    from dsl.format import format_requirements
+
+    return {
+        "operation": op.qualified,
+        "entity_type": op.entity_type,
+        "verb": op.verb.value,
+        "requirements": format_requirements(op.requirements),
+        "args": [{"name": p.name, "type": p.type, "in": p.within or None} for p in op.params],
+    }
+
+
 def cmd_repl(args: argparse.Namespace) -> int:
     """Run ``privilog repl``: a session on the terminal, or over piped lines."""
     from privilog.repl.session import Session
     from privilog.repl.terminal import run
 
-    return run(Session(args.policy, args.world, store=_store(args)))
+    return run(Session(args.policy, args.world, store=given_store(args)))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -218,18 +222,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
 
-    def common(p: argparse.ArgumentParser, world: bool = True) -> None:
-        p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
-        if world:
-            p.add_argument("--world", help="a world file (YAML or JSON); default: an empty world")
-            p.add_argument("--store", help=STORE_HELP)
-            p.add_argument(
-                "--backend",
-                choices=("compiled", "pydatalog"),
-                default="compiled",
-                help="the engine: compiled (default, fast) or pydatalog (the reference)",
-            )
-
     for name, text in (
         ("check", "decide a request: exit 0 allowed, 1 denied"),
         ("why", "explain a decision: the proof, or what is unmet and what would allow it"),
@@ -238,8 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("principal", help="who acts, e.g. user:alice")
         p.add_argument("operation", help="TYPE.OPERATION, e.g. namespace.create (see `privilog ops`)")
         p.add_argument("entity", help="the entity, e.g. namespace:ns1")
-        p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE", help="a request argument")
-        common(p)
+        add_arg(p)
+        add_common(p)
         p.add_argument("--json", action="store_true", help="print the decision as one JSON object")
         if name == "check":
             p.add_argument("--explain", action="store_true", help="print the proof tree, as `why` does")
@@ -250,11 +242,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(run=cmd_check)
 
     p = sub.add_parser("list", help="what a principal may see", description="what a principal may see")
-    p.add_argument("principal")
+    p.add_argument("principal", help="who looks, e.g. user:alice")
     p.add_argument("type", nargs="?", help="an entity type; default: every listable type")
     p.add_argument("--in", dest="within", metavar="PARENT", help="only entities inside PARENT")
-    common(p)
-    p.add_argument("--json", action="store_true")
+    add_common(p)
+    p.add_argument("--json", action="store_true", help="print what is visible as one JSON object")
     p.set_defaults(run=cmd_list)
 
     from privilog.cli import test  # `privilog test` lives in its own module, as prove, store and serve do
@@ -262,10 +254,13 @@ def build_parser() -> argparse.ArgumentParser:
     test.register(sub)
 
     p = sub.add_parser("fmt", help="print policies in canonical form", description="print policies in canonical form")
-    p.add_argument("files", nargs="+", metavar="POLICY")
+    p.add_argument("files", nargs="+", metavar="POLICY", help="a policy file (or a policy in rules/ to print)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="exit 1 if a file is not in canonical form")
     mode.add_argument("--write", action="store_true", help="rewrite files in place")
+    mode.add_argument(
+        "--diff", action="store_true", help="print what --write would change as a unified diff; exit 1 if any"
+    )
     p.set_defaults(run=cmd_fmt)
 
     p = sub.add_parser(
@@ -275,22 +270,24 @@ def build_parser() -> argparse.ArgumentParser:
         "and a witness (a world and a request one allows and the other denies), or with --world every "
         "decision in that world that changes. Exit 0 when they agree, 1 when they differ.",
     )
-    p.add_argument("left", metavar="POLICY_A")
-    p.add_argument("right", metavar="POLICY_B")
+    p.add_argument("left", metavar="POLICY_A", help="a policy in rules/ or a path: the one compared from")
+    p.add_argument("right", metavar="POLICY_B", help="a policy in rules/ or a path: the one compared to")
     p.add_argument("--world", help="compare every decision in this world instead")
     p.add_argument("--store", help="compare every decision in this store's world instead")
     p.add_argument("--witnesses", type=int, default=1, metavar="N", help="witnesses per direction (default 1)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the differences as one JSON object")
     p.set_defaults(run=cmd_diff)
 
     p = sub.add_parser("ops", help="list a policy's operations", description="list a policy's operations")
-    common(p, world=False)
+    add_common(p, world=False)
+    p.add_argument("--json", action="store_true", help="print the operations as one JSON object")
     p.set_defaults(run=cmd_ops)
 
     # Commands that live in their own modules register themselves here; each module's
     # `register(sub)` adds its parsers with `set_defaults(run=...)`.
-    from privilog.cli import prove
+    from privilog.cli import ask, prove
 
+    ask.register(sub)
     prove.register(sub)
     text = "an interactive session: check, why, whynot, list, who, Datalog queries, grants, rules"
     p = sub.add_parser("repl", help=text, description=text + " (type `help` inside)")
@@ -309,17 +306,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _signed(message: str) -> str:
+    """An error as the command line prints it: starting `privilog:`, so that it is told apart from
+    what other programs in a pipeline print (a located one keeps its place right after).
+
+    >>> _signed("privilog check: the following arguments are required: entity")
+    'privilog: check: the following arguments are required: entity'
+    >>> _signed("privilog store audit: --since takes an ISO 8601 time")
+    'privilog: store audit: --since takes an ISO 8601 time'
+    >>> _signed("w.yaml:3:18: unknown action `ADMN`")
+    'privilog: w.yaml:3:18: unknown action `ADMN`'
+    """
+    if message.startswith("privilog: "):
+        return message
+    command = re.match(r"privilog((?: [a-z][a-z-]*)+): ", message)  # argparse's `privilog store audit: ...`
+    if command:
+        return f"privilog:{command.group(1)}: {message[command.end() :]}"
+    return f"privilog: {message}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from dsl.errors import PrivilogError
 
     try:
         args = build_parser().parse_args(argv)
         return int(args.run(args))
-    except UsageError as error:
-        print(error, file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except PrivilogError as error:
-        print(str(error) if error.located else f"privilog: {error}", file=sys.stderr)
+    except (UsageError, PrivilogError) as error:
+        print(_signed(str(error)), file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("privilog: interrupted", file=sys.stderr)

@@ -48,7 +48,7 @@ def cmd_token_revoke(args: argparse.Namespace) -> int:
     with _open(args) as store:
         live = store.revoke_token(args.token_id, local_actor())
     if not live:
-        print(f"privilog token revoke: no live token {args.token_id}", file=sys.stderr)
+        print(f"privilog: token revoke: no live token {args.token_id}", file=sys.stderr)
         return EXIT_DENY
     print(f"revoked token {args.token_id} (the server stops taking it within a second)")
     return EXIT_OK
@@ -102,7 +102,7 @@ def register(sub: Any) -> None:
     common(q)
     q.set_defaults(run=cmd_token_create)
     q = commands.add_parser("revoke", help="revoke a token by its id (the server stops taking it within a second)")
-    q.add_argument("token_id", metavar="ID")
+    q.add_argument("token_id", metavar="ID", help="the token's id, as `privilog token create` and `list` print it")
     common(q)
     q.set_defaults(run=cmd_token_revoke)
     q = commands.add_parser("list", help="every token: id, principal, when made, whether revoked (never secrets)")

@@ -165,7 +165,7 @@ def register(sub: Any) -> None:
 
     q = commands.add_parser("export", help="the store's world, as a world file")
     common(q)
-    q.add_argument("--format", choices=("yaml", "json"), default="yaml")
+    q.add_argument("--format", choices=("yaml", "json"), default="yaml", help="the file's format (default yaml)")
     q.add_argument("--out", metavar="FILE", help="write to FILE (atomically) instead of standard output")
     q.set_defaults(run=cmd_export)
 

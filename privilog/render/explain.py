@@ -1,7 +1,7 @@
 """Decisions rendered as trees a person can read.
 
 The decision is data (engine.decision); this module only renders it. The same
-trees back ``privilog why``, the REPL's ``why`` and ``whynot``, and the golden
+trees back ``privilog why`` and ``who``, the REPL's ``why``, ``whynot`` and ``who``, and the golden
 files in tests/golden.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from engine.decision import Change, Decision, MembershipChange, Outcome, Visible, Witness
+from engine.who import Who
 
 MAX_LISTED = 12
 
@@ -150,4 +151,20 @@ def render_visible(principal: str, shown: Sequence[Visible]) -> str:
             lines.append(f"{item.entity}  ({item.witness.action} on it)")
         else:
             lines.append(f"{item.entity}  (because {witness_sentence(principal, item.witness)})")
+    return "\n".join(lines)
+
+
+def render_who(who: Who) -> str:
+    """The principals allowed, each with the grants that allow it, or that nobody is."""
+    if not who.checked:
+        return "the world names no principals"
+    request = who.request
+    what = f"{request.operation} {request.entity}{''.join(f' {k}={v}' for k, v in request.args)}"
+    if not who.allowed:
+        return f"nobody in the world may {what} ({who.checked} principals checked)"
+    lines = [f"{len(who.allowed)} of {who.checked} principals in the world may {what}:"]
+    for decision in who.allowed:
+        principal = decision.request.principal
+        because = [witness_sentence(principal, o.witnesses[0]) for o in decision.outcomes if o.witnesses]
+        lines.append(f"  {principal}  (" + ("; ".join(because) or "the operation requires nothing of it") + ")")
     return "\n".join(lines)

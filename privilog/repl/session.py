@@ -25,7 +25,6 @@ namespace:ns1
 
 from __future__ import annotations
 
-import difflib
 import glob
 import os
 import re
@@ -38,25 +37,25 @@ from typing import Any
 
 import dsl
 from dsl.check import ancestor_types, prelude_relations
-from dsl.errors import PolicyError, PolicyErrors, PrivilogError, did_you_mean
+from dsl.errors import PolicyError, PolicyErrors, PrivilogError, did_you_mean, relocate_all
 from dsl.files import read_policy_text
-from dsl.ir import Atom, Literal, Policy, Span
+from dsl.ir import Policy
 from engine.authorizer import Authorizer
 from engine.decision import Change, Decision, GrantChange, MembershipChange, Request
 from engine.ids import EntityId, IdError, parse_principal
-from engine.program import Row
-from engine.query import Budget, QueryLimit, solve, time_limit
+from engine.query import EXAMPLE as QUERY_EXAMPLE
+from engine.query import Budget, QueryLimit, answer, parse_query, time_limit
+from engine.who import who
 from engine.world import ALL, Grant, World, load_world, save_world
 from privilog.api import load_world_for
-from privilog.render.explain import render_decision, render_short, render_visible, witness_sentence
+from privilog.render.explain import render_decision, render_short, render_visible, render_who
+from privilog.render.notes import closest, unknown_notes
+from privilog.render.query import action_notes, render_answer
 from privilog.store import open_store
 from privilog.store.base import Change as LogEntry
 from privilog.store.deployment import Deployment
 
-MAX_ROWS = 10_000  # a query stops collecting bindings after this many
-MAX_ROWS_SHOWN = 100
 MAX_RULE_LITERALS = 64  # a session's rule is compiled; a wider join is written as several rules
-_QUERY_HEAD = "repl_query() :-\n"  # a query is parsed as the body of a rule with this head
 
 
 class ReplError(PrivilogError):
@@ -123,7 +122,7 @@ COMMANDS: dict[str, Command] = {
             "?-",
             "?- LITERAL, ... .",
             "a Datalog query over the policy's relations: a table of the bindings of its variables",
-            '?- descendant(namespace:sales, D), is_a(D, "dataset").',
+            QUERY_EXAMPLE,
             "descendant(E, D) holds when D is inside E. Upper-case names are variables, `_` is any;\n"
             'quote an action to make it a constant: grant(P, "READ", E).\n'
             'Literals may be negated (`not grant(P, "ADMIN", E)`) or compare (`X != Y`).',
@@ -335,15 +334,7 @@ class Session:
 
     def _notes(self, principal: str | None, entity: EntityId | None) -> list[str]:
         """Hints for what is probably a typo: a principal or an entity the world does not know."""
-        notes = []
-        if principal is not None and principal not in self.world.principals():
-            hint = _closest(principal, self.world.principals())
-            notes.append(f"note: {principal} appears nowhere in the world" + (f"; {hint}" if hint else ""))
-        if entity is not None and entity not in self.world.existing():
-            hint = _closest(str(entity), {str(e) for e in self.world.existing()})
-            if hint:
-                notes.append(f"note: {entity} does not exist in the world; {hint}")
-        return notes
+        return unknown_notes(self.world, principal, entity)
 
     def _decide(self, name: str, words: Sequence[str]) -> tuple[Decision, list[str]]:
         request = self._request(name, words)
@@ -419,27 +410,9 @@ class Session:
         if len(words) < 2:
             raise self._usage("who")
         operation, entity, *rest = words
-        args = self._arguments(rest)
-        principals = sorted(self.world.principals(), key=lambda p: (p.split(":")[0] != "user", p))
-        if not principals:
-            self.authorizer.request("user:anyone", operation, entity, args)  # still validate it
-            return "the world names no principals"
-        requests = [self.authorizer.request(p, operation, entity, args) for p in principals]
-        allowed = [d for d in self.authorizer.check_many(requests) if d.allowed]
-        request = requests[0]
-        what = f"{request.operation} {request.entity}{''.join(f' {k}={v}' for k, v in request.args)}"
-        if not allowed:
-            lines = [f"nobody in the world may {what} ({len(principals)} principals checked)"]
-        else:
-            lines = [f"{len(allowed)} of {len(principals)} principals in the world may {what}:"]
-            lines += [f"  {self._reason(d)}" for d in allowed]
-        return "\n".join([*lines, *self._notes(None, request.entity)])
-
-    @staticmethod
-    def _reason(decision: Decision) -> str:
-        principal = decision.request.principal
-        because = [witness_sentence(principal, o.witnesses[0]) for o in decision.outcomes if o.witnesses]
-        return f"{principal}  (" + ("; ".join(because) or "the operation requires nothing of it") + ")"
+        allowed = who(self.authorizer, operation, entity, self._arguments(rest))
+        notes = self._notes(None, allowed.request.entity) if allowed.checked else []
+        return "\n".join([render_who(allowed), *notes])
 
     # ---- changing the world --------------------------------------------------------
 
@@ -566,7 +539,7 @@ class Session:
         exists = self.authorizer.inventory.exists
         for entity in entities:  # all or nothing: check every one before deleting any
             if not exists(entity):
-                hint = _closest(str(entity), {str(e) for e in self.world.existing()})
+                hint = closest(str(entity), {str(e) for e in self.world.existing()})
                 raise ReplError(f"no entity {entity} in the world" + (f"; {hint}" if hint else ""))
         lines = []
         for entity in entities:
@@ -737,69 +710,19 @@ class Session:
         added = "\n".join(rules) + "\n"
         try:
             return dsl.parse_policy(base + added, str(self.policy_path))
-        except PolicyError as error:
-            raise _relocate(error, offset, added, "<session rules>") from None
-        except PolicyErrors as errors:
-            raise PolicyErrors([_relocate(e, offset, added, "<session rules>") for e in errors.errors]) from None
+        except (PolicyError, PolicyErrors) as error:
+            raise relocate_all(error, offset, added, "<session rules>") from None
 
     # ---- queries -------------------------------------------------------------------
 
     def _query(self, text: str) -> str:
-        body = self._parse_query(text)
-        names = list(dict.fromkeys(v for lit in body for v in lit.variables if not v.startswith("_")))
-        rows: dict[Row, None] = {}
-        complete = True
-        budget = Budget.from_env()
+        body = parse_query(text, self.authorizer.program.relations)
         try:
-            with time_limit(budget):
-                for binding in solve(self.authorizer.backend.query, body, budget):
-                    rows[tuple(binding[n] for n in names)] = None
-                    if len(rows) >= MAX_ROWS:
-                        complete = False
-                        break
+            found = answer(self.authorizer.backend.query, body, Budget.from_env())
         except QueryLimit:
             self._interrupted = True  # the backend may have stopped half way: rebuilt before the next line
             raise
-        lines = [_table(names, sorted(rows), complete)]
-        actions = sorted(set(names) & {*self.policy.actions, ALL})
-        if actions:
-            lines.append(
-                f"note: {', '.join(actions)} is a variable here (upper-case names are); "
-                f'write "{actions[0]}" for the action'
-            )
-        return "\n".join(lines)
-
-    def _parse_query(self, text: str) -> tuple[Literal, ...]:
-        text = text.strip()
-        if not text:
-            raise ReplError(f"a query is `?- LITERAL, ... .`, for example: {COMMANDS['?-'].example}")
-        if not text.endswith("."):
-            text += "."
-        try:
-            parsed = dsl.parse_unchecked(_QUERY_HEAD + text, "<query>")
-        except PolicyError as error:
-            raise _relocate(error, 1, text, "<query>") from None
-        except PolicyErrors as errors:
-            raise PolicyErrors([_relocate(e, 1, text, "<query>") for e in errors.errors]) from None
-        if len(parsed.rules) != 1 or parsed.operations or parsed.relations:
-            raise ReplError("a query is one list of literals separated by `,` and ended by one `.`")
-        body = parsed.rules[0].body
-        self._check_query(body)
-        return body
-
-    def _check_query(self, body: Sequence[Literal]) -> None:
-        relations = self.authorizer.program.relations
-        for literal in body:
-            if not isinstance(literal, Atom):
-                continue
-            arity = relations.get(literal.predicate)
-            if arity is None:
-                hint = did_you_mean(literal.predicate, relations) or "the relations are " + ", ".join(sorted(relations))
-                raise ReplError(f"unknown relation `{literal.predicate}`: {hint}")
-            if arity != len(literal.terms):
-                raise ReplError(f"`{literal.predicate}` takes {arity} arguments, not {len(literal.terms)}")
-        if not any(isinstance(lit, Atom) and not lit.negated for lit in body):
-            raise ReplError("a query needs at least one literal that is not negated")
+        return "\n".join([render_answer(found), *action_notes(found, [*self.policy.actions, ALL])])
 
     # ---- help, quit ----------------------------------------------------------------
 
@@ -942,43 +865,11 @@ class Session:
 # ---- rendering -------------------------------------------------------------------------
 
 
-def _table(names: Sequence[str], rows: Sequence[Row], complete: bool) -> str:
-    """Bindings as a table; a query without variables answers yes or no."""
-    if not names:
-        return "yes" if rows else "no"
-    if not rows:
-        return "no rows"
-    shown = rows[:MAX_ROWS_SHOWN]
-    widths = [max(len(n), *(len(r[i]) for r in shown)) for i, n in enumerate(names)]
-    lines = ["  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)).rstrip()]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in shown]
-    count = f"{len(rows)} row" + ("s" if len(rows) != 1 else "")
-    if not complete:
-        count = f"stopped after {count}"
-    if len(rows) > len(shown):
-        count += f", the first {len(shown)} shown"
-    lines.append(f"({count})")
-    return "\n".join(lines)
-
-
 def _by_holder(grants: Sequence[Grant]) -> dict[tuple[str, str], list[str]]:
     grouped: dict[tuple[str, str], list[str]] = {}
     for grant in sorted(grants):
         grouped.setdefault((grant.principal, grant.action), []).append(str(grant.entity))
     return grouped
-
-
-def _closest(name: str, known: set[str]) -> str:
-    """A did-you-mean among ids of the same kind, compared by what follows the kind.
-
-    >>> _closest("user:bob", {"user:root", "user:bobby", "group:bob"})
-    'did you mean `user:bobby`?'
-    """
-    kind, _, rest = name.partition(":")
-    same = {k.partition(":")[2]: k for k in known if k.partition(":")[0] == kind}
-    close = difflib.get_close_matches(rest, sorted(same), n=1, cutoff=0.6)
-    return f"did you mean `{same[close[0]]}`?" if close else ""
 
 
 def _count(number: int, word: str, plural: str = "") -> str:
@@ -992,15 +883,6 @@ def _summary(world: World) -> str:
         f"{_count(len(world.entities), 'entity', 'entities')}, {_count(len(world.grants), 'grant')}, "
         f"{_count(len(world.members), 'membership')}, admins: {admins}"
     )
-
-
-def _relocate(error: PolicyError, offset: int, source: str, file: str) -> PolicyError:
-    """An error found past ``offset`` lines of a combined text, placed in ``source`` instead."""
-    span = error.span
-    if span.line <= offset:
-        return error
-    moved = Span(file, span.line - offset, span.column, max(span.end_line - offset, 0), span.end_column)
-    return PolicyError(error.message, moved, error.hint, source)
 
 
 _DATALOG_WORD = re.compile(r"[A-Za-z0-9_:.@\-\"]*$")

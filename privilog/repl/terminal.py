@@ -1,9 +1,10 @@
 """The terminal around a :class:`~privilog.repl.Session`: read a line, print the reply.
 
-On a terminal it reads with prompt_toolkit (history across sessions, Tab
-completion, colour where the terminal has it); when standard input or output
-is not a terminal it reads plain lines and prints plain text, so the REPL can
-be scripted. All the logic is in the Session; nothing here decides anything.
+On a terminal it reads with prompt_toolkit (history across sessions, searched
+by prefix with the Up arrow, Tab completion, colour where the terminal has it);
+when standard input or output is not a terminal it reads plain lines and prints
+plain text, errors on stderr, so the REPL can be scripted. All the logic is in
+the Session; nothing here decides anything.
 """
 
 from __future__ import annotations
@@ -32,35 +33,47 @@ def history_path() -> Path:
     return Path(state) / "privilog" / "history"
 
 
-def run(session: Session, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
+def run(
+    session: Session, stdin: TextIO | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None
+) -> int:
     """Run the session until `quit` or the end of input; return the exit status."""
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
     if stdin.isatty() and stdout.isatty():
         return _interactive(session)
-    return _scripted(session, stdin, stdout)
+    return _scripted(session, stdin, stdout, stderr or sys.stderr)
 
 
 # ---- scripted: plain lines in, plain text out -------------------------------------------
 
 
-def statements(session: Session, lines: Iterable[str]) -> Iterator[str]:
-    """Lines joined into statements: a rule or query may continue over several lines."""
+def statements(session: Session, lines: Iterable[str]) -> Iterator[tuple[int, str]]:
+    """Lines joined into statements, each with the number of its first line: a rule or query
+    may continue over several lines."""
     pending: list[str] = []
-    for line in lines:
+    first = 1
+    for number, line in enumerate(lines, start=1):
+        if not pending:
+            first = number
         pending.append(line.rstrip("\n"))
         if not session.needs_more("\n".join(pending)):
-            yield "\n".join(pending)
+            yield first, "\n".join(pending)
             pending = []
     if pending:
-        yield "\n".join(pending)
+        yield first, "\n".join(pending)
 
 
-def _scripted(session: Session, stdin: TextIO, stdout: TextIO) -> int:
-    """Exit 0 when every line ran, 2 when some line was bad input, 3 when one hit a bug."""
+def _scripted(session: Session, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    """Answers on stdout; errors on stderr, each as `privilog: line N: ...` (N the line of the
+    input it starts on). Exit 0 when every line ran, 2 when some line was bad input, 3 when one
+    hit a bug."""
     status = EXIT_OK
-    for statement in statements(session, stdin):
+    for number, statement in statements(session, stdin):
         reply = session.run(statement)
-        if reply.text:
+        if reply.text and reply.error:
+            stdout.flush()  # what came before it, first, when both go to one file
+            stderr.write(f"privilog: line {number}: {reply.text}\n")
+            stderr.flush()
+        elif reply.text:
             stdout.write(reply.text + "\n")
             stdout.flush()
         if reply.internal:
@@ -172,6 +185,7 @@ def _interactive(session: Session) -> int:
     prompt: PromptSession[str] = PromptSession(
         [("class:prompt", PROMPT)],
         history=_history(),
+        enable_history_search=True,  # Up recalls the lines that start with what is typed
         completer=_completer(session),
         complete_while_typing=False,
         multiline=True,  # Enter is bound above: it continues a statement or runs it

@@ -95,7 +95,7 @@ def test_list_json(capsys: pytest.CaptureFixture[str]) -> None:
         (["check", "user:bob", "application.deploy", "application:ns1.a", "--arg", "artefact=artifact:ns1.x"],
          "takes $artifact, $new_artifact, $owner; not `$artefact`"),
         (["check", "user:bob", "application.deploy", "application:ns1.a", "--arg", "artifact=dataset:ns1.x"],
-         "names a artifact, not `dataset:ns1.x`"),
+         "names an artifact, not `dataset:ns1.x`"),
         (["check", "user:bob", "application.deploy", "application:ns1.a", "--arg", "new_artifact=maybe"],
          "is true or false"),
         (["check", "user:bob", "application.deploy", "application:ns1.a", "--arg", "artifact"], "--arg takes NAME=VALUE"),
@@ -111,6 +111,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], ar
     assert code == 2
     assert out == ""
     assert message in err
+    assert err.startswith("privilog: ")
     assert len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
 
@@ -121,7 +122,7 @@ def test_world_with_a_wrong_action_names_file_line_and_column(tmp_path: Path, ca
     code, out, err = run(capsys, "check", "user:alice", "namespace.get", "namespace:ns1", "--world", str(world))
     assert code == 2
     assert out == ""
-    assert err.strip() == f"{world}:3:18: unknown action `ADMN`: did you mean `ADMIN`?"
+    assert err.strip() == f"privilog: {world}:3:18: unknown action `ADMN`: did you mean `ADMIN`?"
 
 
 def test_world_with_a_bad_id_and_bad_yaml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -129,7 +130,7 @@ def test_world_with_a_bad_id_and_bad_yaml(tmp_path: Path, capsys: pytest.Capture
     world.write_text("entities: [program:ns1.app.api]\n")
     code, _, err = run(capsys, "list", "user:a", "--world", str(world))
     assert code == 2
-    assert err.startswith(f"{world}:1:12: malformed program id `program:ns1.app.api`")
+    assert err.startswith(f"privilog: {world}:1:12: malformed program id `program:ns1.app.api`")
     world.write_text("grants: [[user:a, READ\n")
     code, _, err = run(capsys, "list", "user:a", "--world", str(world))
     assert code == 2
@@ -146,7 +147,7 @@ def test_a_policy_with_a_typo_is_located_and_never_allows(tmp_path: Path, capsys
     assert code == 2
     assert out == ""
     first = err.splitlines()[0]
-    assert first == f"{policy}:6:16: error: unknown action `READD`"
+    assert first == f"privilog: {policy}:6:16: error: unknown action `READD`"
     assert "did you mean `READ`?" in err
 
 
@@ -189,7 +190,7 @@ def test_test_command_rejects_a_bad_scenario_with_a_location(tmp_path: Path, cap
     scenario.write_text("cases:\n  - request: {principal: user:a, operation: dataset.read, entity: dataset:ns1.ds}\n    expect: alow\n")
     code, _, err = run(capsys, "test", str(scenario))
     assert code == 2
-    assert err.startswith(f"{scenario}:3:13: expect is `allow`, `deny`")
+    assert err.startswith(f"privilog: {scenario}:3:13: expect is `allow`, `deny`")
 
 
 def test_shipped_scenarios_pass(capsys: pytest.CaptureFixture[str]) -> None:

@@ -72,7 +72,7 @@ def test_a_file_that_is_not_a_policy_is_not_echoed(tmp_path: Path, capsys: pytes
 def test_a_world_with_a_key_written_twice_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     world = tmp_path / "w.yaml"
     world.write_text("grants: [[user:eve, ADMIN, namespace:ns1]]\ngrants: []\n")
-    assert refused(capsys, *CHECK, "--world", str(world)).startswith(f"{world}:2:1: the key `grants` is written twice")
+    assert refused(capsys, *CHECK, "--world", str(world)).startswith(f"privilog: {world}:2:1: the key `grants` is written twice")
 
 
 # ---- fmt --write ----------------------------------------------------------------------------

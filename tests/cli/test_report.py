@@ -138,7 +138,7 @@ def test_test_needs_scenarios_or_report(capsys: pytest.CaptureFixture[str]) -> N
     assert main(["test"]) == 2
     out, err = capsys.readouterr()
     assert out == ""
-    assert err.strip() == "privilog test: give SCENARIO.yaml files, or --report (see `privilog test --help`)"
+    assert err.strip() == "privilog: test: give SCENARIO.yaml files, or --report (see `privilog test --help`)"
 
 
 def test_a_missing_tables_folder_is_bad_input(

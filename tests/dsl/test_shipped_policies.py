@@ -32,3 +32,17 @@ def test_shipped_policy_survives_format_policy(path: Path) -> None:
     """The IR printed back (statements regrouped, comments dropped) parses to the same IR."""
     policy = dsl.parse_unchecked(path.read_text(encoding="utf-8"), str(path))
     assert dsl.parse_unchecked(dsl.format_policy(policy), str(path)) == policy
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_a_shipped_policy_is_named_as_its_file(path: Path) -> None:
+    assert dsl.load_policy(path.stem).name == path.stem  # `cdap-4.2`, as --policy names it
+
+
+def test_a_policy_name_may_have_dashes_and_dots_but_not_end_in_one() -> None:
+    header = "actions READ\nentity instance\n"
+    assert dsl.parse_policy(f"policy my-policy.v2\n{header}", "<policy>").name == "my-policy.v2"
+    assert dsl.parse_policy(header, "rules/site-1.0.policy").name == "site-1.0"
+    assert dsl.parse_policy(header, "odd name!.policy").name == "odd_name"
+    with pytest.raises(dsl.PolicyError, match="unexpected"):
+        dsl.parse_policy(f"policy mine-\n{header}", "<policy>")

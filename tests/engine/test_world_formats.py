@@ -383,4 +383,4 @@ def test_the_cli_reads_tables_and_exits_2_on_a_bad_row(tmp_path: Path, capsys: p
     write_csv(tmp_path / "grants.csv", COLUMNS["grants"], [("user:bob", "READ", "dataset:sales")])
     assert main(["check", "user:bob", "dataset.read", "dataset:sales.orders", "--world", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err == f"{tmp_path / 'grants.csv'}:2: malformed dataset id `dataset:sales`: expected the form `dataset:ns1.sales`\n"
+    assert err == f"privilog: {tmp_path / 'grants.csv'}:2: malformed dataset id `dataset:sales`: expected the form `dataset:ns1.sales`\n"

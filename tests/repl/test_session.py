@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+import engine.query
+import privilog.render.query
 from privilog.repl import session as repl
 from privilog.repl.session import COMMANDS, Session
 
@@ -256,8 +258,8 @@ def test_a_query_may_span_lines_and_notes_an_action_written_as_a_variable(sessio
 
 
 def test_a_large_answer_is_cut(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(repl, "MAX_ROWS", 3)
-    monkeypatch.setattr(repl, "MAX_ROWS_SHOWN", 2)
+    monkeypatch.setattr(engine.query, "MAX_BINDINGS", 3)
+    monkeypatch.setattr(privilog.render.query, "MAX_ROWS_SHOWN", 2)
     assert session.one_shot("?- grant(P, A, E).").splitlines()[-1] == "(stopped after 3 rows, the first 2 shown)"
 
 
@@ -402,7 +404,7 @@ def test_load_policy_switches_and_drops_the_sessions_rules(session: Session) -> 
     assert session.one_shot(start).startswith("DENY")  # cdap: no hierarchical enforcement
     session.one_shot('rule reader(P, E) :- holds(P, "READ", E, _).')
     out = lines(session.one_shot("load policy cdap-4.2"))
-    assert out[0].startswith("loaded policy cdap_4_2 (CDAP authorization, 4.2") and out[0].endswith(" operations")
+    assert out[0].startswith("loaded policy cdap-4.2 (CDAP authorization, 4.2") and out[0].endswith(" operations")
     assert out[1] == "dropped the session's 1 rule"
     assert session.policy_name == "cdap-4.2"
     assert session.rules == []

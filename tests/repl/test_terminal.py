@@ -5,6 +5,7 @@ Few and generous: each test starts a real process, on machines that may be loade
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -15,8 +16,12 @@ import pexpect
 import pytest
 import yaml
 
+from privilog.repl import terminal
+from privilog.repl.session import Session
+
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = "privilog/samples/world.yaml"
+SAMPLE_WORLD = ROOT / SAMPLE
 TIMEOUT = 20
 PROMPT = "privilog> "
 # A cross product of six relations: minutes of work, unless cancelled.
@@ -117,6 +122,25 @@ def test_ctrl_c_cancels_input_and_a_running_query_and_history_comes_back(tmp_pat
         child.close(force=True)
 
 
+def test_up_arrow_searches_the_history_by_what_is_typed(tmp_path: Path) -> None:
+    (tmp_path / "history").write_text(
+        "\n+check user:bob dataset.read dataset:sales.orders\n\n+list user:bob dataset --in namespace:sales\n"
+    )
+    child = start(tmp_path)
+    try:
+        child.send("che")
+        child.send("\x1b[A")  # up: the last line starting with `che`, not the last line
+        child.send("\r")
+        child.expect_exact("ALLOW")  # in colour: the verdict and the request are drawn apart
+        child.expect_exact(" user:bob dataset.read dataset:sales.orders")
+        child.expect_exact(PROMPT)
+        child.send("\x1b[A\x1b[A")  # with nothing typed, up walks every line: the list before the check
+        child.send("\r")
+        child.expect_exact("dataset:sales.orders  (READ on it)")
+    finally:
+        child.close(force=True)
+
+
 def test_keys_typed_while_a_statement_runs_reach_the_next_prompt(tmp_path: Path) -> None:
     child = start(tmp_path)
     try:
@@ -178,10 +202,19 @@ def test_piped_input_with_a_bad_line_carries_on_and_exits_2(tmp_path: Path) -> N
         check=False,
     )
     assert done.returncode == 2
-    assert done.stdout.splitlines() == [
-        "unknown command `chek`: did you mean `check`?",
-        "ALLOW user:bob dataset.read dataset:sales.orders",
-    ]
+    assert done.stdout.splitlines() == ["ALLOW user:bob dataset.read dataset:sales.orders"]
+    assert done.stderr.splitlines() == ["privilog: line 1: unknown command `chek`: did you mean `check`?"]
+
+
+def test_piped_errors_name_the_line_a_statement_starts_on() -> None:
+    session = Session("cdap", SAMPLE_WORLD)
+    out, err = io.StringIO(), io.StringIO()
+    script = "check user:bob dataset.read dataset:sales.orders\n?- grant(P,\n  A, E\n\nwho dataset.read\n"
+    assert terminal.run(session, io.StringIO(script), out, err) == 2
+    assert out.getvalue() == "ALLOW user:bob dataset.read dataset:sales.orders\n"
+    lines = err.getvalue().splitlines()
+    assert lines[0] == "privilog: line 2: <query>:2:7: error: unexpected `.`, expected `)` or `,`"
+    assert lines[-1].startswith("privilog: line 5: usage: who OPERATION ENTITY")
 
 
 def test_a_world_that_does_not_load_exits_2_before_the_session(tmp_path: Path) -> None:
