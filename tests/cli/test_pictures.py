@@ -103,7 +103,7 @@ def test_a_png_is_not_written_to_a_terminal(
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     code, out, err = run(capsys, *DAVE, "--format", "png")
     assert (code, out) == (2, "")
-    assert err.strip() == "privilog why: a PNG is not written to a terminal; give --out FILE.png"
+    assert err.strip() == "privilog: why: a PNG is not written to a terminal; give --out FILE.png"
 
 
 def test_without_dot_svg_is_one_line_naming_the_package(
@@ -121,7 +121,7 @@ def test_without_dot_svg_is_one_line_naming_the_package(
 def test_json_and_a_picture_are_not_both_given(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, *DAVE, "--format", "dot", "--json")
     assert code == 2
-    assert err.strip() == "privilog why: give --json or --format, not both"
+    assert err.strip() == "privilog: why: give --json or --format, not both"
 
 
 def test_graph_of_a_principal_shows_its_grants_groups_and_what_they_make_visible(

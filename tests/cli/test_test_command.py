@@ -144,7 +144,7 @@ def test_k_counts_the_deselected_in_the_summary(tmp_path: Path, capsys: pytest.C
 def test_a_k_that_selects_nothing_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "test", "--json", "-k", "nobody", str(scenario(tmp_path, THREE)))
     assert (code, out) == (2, "")
-    assert err.strip() == "privilog test: -k `nobody` selects none of the 3 cases"
+    assert err.strip() == "privilog: test: -k `nobody` selects none of the 3 cases"
 
 
 @pytest.mark.parametrize("expression", ["", "bob and", "(bob", "and bob", "bob )", "not"])
@@ -223,7 +223,7 @@ def test_junit_xml_to_a_folder_that_does_not_exist_is_exit_2(
 ) -> None:
     code, _, err = run(capsys, "test", "--junit-xml", str(tmp_path / "no" / "j.xml"), str(scenario(tmp_path, THREE)))
     assert code == 2
-    assert err.startswith(f"privilog test: cannot write {tmp_path / 'no' / 'j.xml'}: ")
+    assert err.startswith(f"privilog: test: cannot write {tmp_path / 'no' / 'j.xml'}: ")
 
 
 @pytest.mark.parametrize("option", [["-v"], ["-k", "x"], ["--json"], ["--junit-xml", "j.xml"], ["--coverage"]])
