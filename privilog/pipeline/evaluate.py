@@ -1,9 +1,14 @@
-"""The pipeline's evaluation: requests decided in rounds by the Spark engine, and visibility.
+"""The pipeline's evaluation: requests decided by the Spark engine, and visibility.
 
 The tables become the base relations ``grant``, ``member_of``, ``child_of``,
 ``is_a``, ``request`` and ``request_arg``, ids encoded as 64-bit hashes (checked
 for collisions), and the decisions are read back from the relations the reference
 authorizer reads (``allowed``, ``applies``, ``met``, ``lacking``).
+
+Decisions are made in one pass by the fused plans (:mod:`engine.spark.fused`), the
+hierarchy computed from the ids for the inventory and for the entities requests
+create (:func:`hierarchy`); a policy outside what they fuse is evaluated generically,
+rule by rule, in rounds that place created entities (:func:`plan_rounds`).
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ if TYPE_CHECKING:
 # The relations the reference authorizer reads back (engine.authorizer.Authorizer._evaluate).
 DECIDE_OUTPUTS = ("allowed", "applies", "met", "lacking")
 BY_REQUEST = {"request": 0, "request_arg": 0}  # relations keyed by the request id, partitioned by it
+# A world or hierarchy table of at most this many rows is broadcast into the fused plans'
+# joins (about 24 bytes a row, a copy per executor thread's hash table): the requests are
+# never shuffled against it. Larger ones are joined by shuffling both sides.
+BROADCAST_ROWS = 1_000_000
 
 
 # ---- evaluation -----------------------------------------------------------------------
@@ -222,18 +231,126 @@ class Decided:
     cached: list[DataFrame] = field(default_factory=list)
 
 
+def hierarchy(deployment: Deployment, requests: DataFrame) -> dict[str, DataFrame]:
+    """``child_of``, ``is_a``, ``ancestor`` and ``descendant`` from the ids, in one pass, over the
+    inventory and the entities the requests create (``w``: the created entity a row is about)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    vocabulary = deployment.vocabulary
+    created = (
+        requests.select(F.explode(vocabulary.chain(F.col("entity"))).alias("entity"))
+        .distinct()
+        .join(deployment.existing, on="entity", how="left_anti")
+    )
+    nodes = deployment.existing.select("entity", F.lit(None).cast("long").alias("w")).union(
+        created.select("entity", F.xxhash64("entity").alias("w"))
+    )
+    links = nodes.select(
+        F.xxhash64("entity").alias("c0"),
+        "w",
+        F.xxhash64(vocabulary.entity_type(F.col("entity"))).alias("type"),
+        F.transform(
+            F.slice(vocabulary.chain(F.col("entity")), 2, max(vocabulary.depth, 1)), lambda x: F.xxhash64(x)
+        ).alias("up"),
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    above = links.select("c0", "w", F.explode("up").alias("c1"))
+    tables = {
+        "child_of": links.where(F.size("up") > 0).select("c0", F.element_at("up", 1).alias("c1"), "w"),
+        "is_a": links.select("c0", F.col("type").alias("c1"), "w"),
+        "ancestor": above.select("c0", "c1", "w"),
+        "descendant": above.select(F.col("c1").alias("c0"), F.col("c0").alias("c1"), "w"),
+    }
+    return {name: df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in tables.items()}
+
+
+def decide_fused(
+    spark: SparkSession,
+    engine: SparkEngine,
+    deployment: Deployment,
+    requests: Requests,
+    table: DataFrame,
+    progress: Progress,
+) -> Decided | None:
+    """Decide every good request in one pass with the fused plans (engine.spark.fused); None
+    when the policy is outside what they fuse (then the caller decides in rounds)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from engine.spark.evaluate import Evaluation
+    from engine.spark.fused import HIERARCHY, FusedDecisions, why_not
+    from engine.spark.plan import Relation, Size
+    from engine.unfold import NotCompiled
+
+    reason = why_not(engine)
+    if reason is not None:
+        progress(f"not fused ({reason}): deciding by generic evaluation, in rounds")
+        return None
+    fused = FusedDecisions(engine)
+    operations = sorted(r["operation"] for r in requests.good.select("operation").distinct().collect())
+    try:
+        reads = fused.world_relations(operations)
+    except NotCompiled:
+        progress("not fused (an operation's rules do not unfold): deciding by generic evaluation, in rounds")
+        return None
+    derived = sorted(n for n in reads if n in engine.rules and n not in HIERARCHY)
+    world: dict[str, DataFrame] = {n: deployment.relations[n] for n in reads if n in deployment.relations}
+    if derived:
+        evaluation = engine.evaluate(deployment.relations, outputs=derived)
+        for name in derived:
+            world[name] = evaluation.relation(name).distinct().persist(StorageLevel.MEMORY_AND_DISK)
+    vocabulary = deployment.vocabulary
+    frame = requests.good.select(
+        "rid",
+        F.xxhash64("operation").alias("o"),
+        F.xxhash64("principal").alias("p"),
+        F.xxhash64("entity").alias("e"),
+        F.transform(vocabulary.chain(F.col("entity")), lambda x: F.xxhash64(x)).alias("ec"),
+        F.xxhash64(vocabulary.entity_type(F.col("entity"))).alias("et"),
+    )
+    args = requests.args.select("rid", F.xxhash64("name").alias("n"), F.xxhash64("value").alias("v"))
+    frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    tables = hierarchy(deployment, requests.good)
+    sizes = {name: df.count() for name, df in [*world.items(), *tables.items()]}
+    small = {name for name, rows in sizes.items() if rows <= BROADCAST_ROWS}
+    progress(
+        "world and hierarchy tables (rows; * broadcast): "
+        + ", ".join(f"{n} {rows:,}{'*' if n in small else ''}" for n, rows in sorted(sizes.items()))
+    )
+    try:
+        outputs = fused.decide(frame, args, world, tables, operations, small)
+    except NotCompiled:
+        progress("not fused (an operation's plan does not compile): deciding by generic evaluation, in rounds")
+        return None
+    progress(f"fused plans for {len(operations)} operations: one pass, no rounds")
+    relations = {name: Relation(df, Size.unknown(len(df.columns))) for name, df in outputs.items()}
+    # Decided here, in a job of its own: a caller that joins two policies' decisions (impact)
+    # would otherwise run both fused plans in one stage, each operator of both holding memory.
+    part = decisions(spark, engine.program, Evaluation(relations), requests.good, table)
+    part = part.persist(StorageLevel.MEMORY_AND_DISK)
+    part.count()
+    progress("decided")
+    out = requests.good.join(part, on="rid", how="inner")
+    return Decided(out, 1, [table, part])
+
+
 def decide_all(
     spark: SparkSession,
     engine: SparkEngine,
     deployment: Deployment,
     requests: Requests,
     progress: Progress,
+    fused: bool = True,
 ) -> Decided:
-    """Decide every good request, round by round."""
+    """Decide every good request: in one pass with fused plans when the policy allows, else round by round."""
     from pyspark import StorageLevel
 
     table = dictionary(spark, engine, deployment, requests)
     progress("checked the encoding: no two values share a code")
+    if fused:
+        found = decide_fused(spark, engine, deployment, requests, table, progress)
+        if found is not None:
+            return found
     parts = []
     rounds = 0
     for round_ in plan_rounds(deployment, requests.good, progress):
