@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from privilog.cli.store import STORE_HELP
+from privilog.cli.options import add_common, load_authorizer
 from privilog.usage import EXIT_OK, UsageError
 
 PICTURE_FORMATS = ("dot", "svg", "png")
@@ -47,30 +47,11 @@ def write_picture(dot: str, fmt: str, out: str | None, command: str) -> None:
         raise UsageError(f"privilog {command}: cannot write {out}: {error.strerror or error}") from None
 
 
-def _authorizer(args: argparse.Namespace) -> Any:
-    """The authorizer over --world or --store (as ``check`` reads them)."""
-    import dsl
-    from privilog.api import load
-    from privilog.cli.store import store_url
-
-    url = args.store or (None if args.world else store_url(args, required=False))
-    if url and args.world:
-        raise UsageError("privilog graph: give --world or --store, not both")
-    if url is None:
-        return load(args.policy, args.world, backend=args.backend)
-    from privilog.store import open_store
-
-    policy = dsl.load_policy(args.policy)
-    with open_store(url, policy.actions, create=False) as store:
-        world, _ = store.snapshot()
-    return load(policy, world, backend=args.backend)
-
-
 def cmd_graph(args: argparse.Namespace) -> int:
     from dsl.check import ancestor_types
     from privilog.render.graph import world_dot
 
-    authorizer = _authorizer(args)
+    authorizer = load_authorizer(args)
     within = authorizer.entity(args.within) if args.within else None
     visible = []
     if args.principal:
@@ -93,14 +74,6 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--principal", metavar="P", help="only the grants P holds, directly or through its groups")
     p.add_argument("--in", dest="within", metavar="ENTITY", help="only what is inside ENTITY")
-    p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
-    p.add_argument("--world", help="a world file (YAML or JSON); default: an empty world")
-    p.add_argument("--store", help=STORE_HELP)
-    p.add_argument(
-        "--backend",
-        choices=("compiled", "pydatalog"),
-        default="compiled",
-        help="the engine: compiled (default, fast) or pydatalog (the reference)",
-    )
+    add_common(p)
     add_picture_options(p, "dot", PICTURE_FORMATS)
     p.set_defaults(run=cmd_graph)
