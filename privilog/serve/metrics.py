@@ -17,6 +17,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 REQUEST_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 DECISION_BUCKETS = (1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2)
@@ -89,24 +90,29 @@ class Metrics:
             out.append(f"# HELP {name} {text}")
             out.append(f"# TYPE {name} {kind}")
 
-        family("privilog_http_requests_total", "counter", "HTTP requests answered, by route and status.")
-        for (route, status), n in sorted(self.requests.items()):
-            out.append(f'privilog_http_requests_total{{route="{_label(route)}",status="{status}"}} {n}')
-        family("privilog_http_request_seconds", "histogram", "Time to answer a request, by route.")
-        for route, histogram in sorted(self.request_seconds.items()):
-            out += histogram.lines("privilog_http_request_seconds", f'route="{_label(route)}"')
-        family("privilog_decisions_total", "counter", "Decisions made, by operation and result.")
-        for (operation, result), n in sorted(self.decisions.items()):
-            out.append(f'privilog_decisions_total{{operation="{_label(operation)}",result="{result}"}} {n}')
-        family("privilog_decision_seconds", "histogram", "Time to decide one request in the engine, by operation.")
-        for operation, histogram in sorted(self.decision_seconds.items()):
-            out += histogram.lines("privilog_decision_seconds", f'operation="{_label(operation)}"')
-        family("privilog_changes_total", "counter", "Changes asked of the store, by kind and outcome.")
-        for (kind, outcome), n in sorted(self.changes.items()):
-            out.append(f'privilog_changes_total{{kind="{_label(kind)}",outcome="{_label(outcome)}"}} {n}')
-        family("privilog_policy_reloads_total", "counter", "Policy reloads, by result.")
-        for result, n in sorted(self.reloads.items()):
-            out.append(f'privilog_policy_reloads_total{{result="{result}"}} {n}')
+        def counter(name: str, text: str, labels: tuple[str, ...], counts: Counter[Any]) -> None:
+            family(name, "counter", text)
+            for key, n in sorted(counts.items()):
+                values = key if isinstance(key, tuple) else (key,)
+                pairs = ",".join(f'{label}="{_label(str(v))}"' for label, v in zip(labels, values, strict=True))
+                out.append(f"{name}{{{pairs}}} {n}")
+
+        def histograms(name: str, text: str, label: str, by: dict[str, Histogram]) -> None:
+            family(name, "histogram", text)
+            for value, histogram in sorted(by.items()):
+                out.extend(histogram.lines(name, f'{label}="{_label(value)}"'))
+
+        counter("privilog_http_requests_total", "HTTP requests answered, by route and status.",
+                ("route", "status"), self.requests)
+        histograms("privilog_http_request_seconds", "Time to answer a request, by route.", "route",
+                   self.request_seconds)
+        counter("privilog_decisions_total", "Decisions made, by operation and result.",
+                ("operation", "result"), self.decisions)
+        histograms("privilog_decision_seconds", "Time to decide one request in the engine, by operation.",
+                   "operation", self.decision_seconds)
+        counter("privilog_changes_total", "Changes asked of the store, by kind and outcome.",
+                ("kind", "outcome"), self.changes)
+        counter("privilog_policy_reloads_total", "Policy reloads, by result.", ("result",), self.reloads)
         for name, (text, value) in gauges.items():
             family(name.partition("{")[0], "gauge", text)
             out.append(f"{name} {value!r}")
