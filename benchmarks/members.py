@@ -29,8 +29,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from privilog.engine.decision import MembershipChange
+
 import privilog
-from engine.decision import MembershipChange
 
 DATASET = "dataset:ns1.d"
 

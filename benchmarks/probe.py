@@ -44,9 +44,9 @@ def cpu(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 def load(grants: int) -> tuple[Any, Any]:
     import worldgen
+    from privilog.engine.authorizer import Authorizer
 
-    import dsl
-    from engine.authorizer import Authorizer
+    from privilog import dsl
 
     gen = worldgen.generate(grants)
     authz, seconds = cpu(lambda: Authorizer(dsl.load_policy("cdap"), gen.world))
@@ -120,7 +120,7 @@ def main() -> int:
     parser.add_argument("--tree", default=str(HERE.parent), help="the privilog checkout to import")
     args = parser.parse_args()
     sys.path[:0] = [str(Path(args.tree).resolve()), str(HERE)]
-    import engine
+    from privilog import engine
 
     print(f"tree: {Path(engine.__file__).parent.parent}")
     if args.probe == "gc":

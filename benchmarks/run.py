@@ -376,10 +376,11 @@ def measure_size(
     rss_world = rss_mib()
 
     # -- load ----------------------------------------------------------------------
-    import dsl
-    from engine.authorizer import Authorizer
-    from engine.facts import world_facts
-    from engine.world import World
+    from privilog.engine.authorizer import Authorizer
+    from privilog.engine.facts import world_facts
+    from privilog.engine.world import World
+
+    from privilog import dsl
 
     def timed(fn: Callable[[], Any]) -> tuple[Any, float, float]:
         """fn's value, wall seconds and CPU seconds (this thread)."""
@@ -614,7 +615,7 @@ def measure_cli(runs: int, seed: int, world_grants: int) -> dict[str, Any]:
 
 
 def _measure_cli(runs: int, seed: int, world_grants: int, env: dict[str, str]) -> dict[str, Any]:
-    from engine.world import save_world
+    from privilog.engine.world import save_world
 
     cli = privilog_command()
     sample = ROOT / "privilog" / "samples" / "world.yaml"
@@ -666,9 +667,9 @@ def cli_breakdown(path: Path, who: str, what: str, env: dict[str, str]) -> dict[
     code = f"""
 import json, time
 t0 = time.perf_counter()
-import dsl
-from engine.authorizer import Authorizer
-from engine.world import load_world
+from privilog import dsl
+from privilog.engine.authorizer import Authorizer
+from privilog.engine.world import load_world
 t1 = time.perf_counter()
 policy = dsl.load_policy("cdap")
 t2 = time.perf_counter()

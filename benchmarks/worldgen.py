@@ -25,8 +25,9 @@ import itertools
 import random
 from dataclasses import dataclass, field
 
-from engine.ids import PROGRAM_KINDS, EntityId
-from engine.world import Grant, World
+from privilog.engine.ids import PROGRAM_KINDS, EntityId
+from privilog.engine.world import Grant, World
+
 from privilog.pipeline.generate import ACTION_WEIGHTS, ACTIONS  # the same action mix as `privilog generate`
 
 

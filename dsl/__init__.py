@@ -16,13 +16,13 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from dsl.check import check
-from dsl.errors import OneLineError, PolicyError, PolicyErrors, PrivilogError
-from dsl.files import read_policy_text
-from dsl.format import format_policy, format_text
-from dsl.ir import Policy
-from dsl.lower import lower
-from dsl.parser import parse_tree
+from privilog.dsl.check import check
+from privilog.dsl.errors import OneLineError, PolicyError, PolicyErrors, PrivilogError
+from privilog.dsl.files import read_policy_text
+from privilog.dsl.format import format_policy, format_text
+from privilog.dsl.ir import Policy
+from privilog.dsl.lower import lower
+from privilog.dsl.parser import parse_tree
 
 __all__ = [
     "PRELUDE",
@@ -47,7 +47,7 @@ PRELUDE = "prelude/requirements"
 
 def rules_dir() -> Path:
     """The folder of policies shipped with privilog."""
-    import rules
+    from privilog import rules
 
     return Path(rules.__file__).parent
 

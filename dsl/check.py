@@ -13,8 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dsl.errors import PolicyError, PolicyErrors, did_you_mean
-from dsl.ir import Atom, Comparison, Operation, Option, Policy, Requirement, Rule, Scope, Span, Target, Var
+from privilog.dsl.errors import PolicyError, PolicyErrors, did_you_mean
+from privilog.dsl.ir import Atom, Comparison, Operation, Option, Policy, Requirement, Rule, Scope, Span, Target, Var
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -284,7 +284,7 @@ def _relations(policy: Policy, errors: list[PolicyError]) -> None:
 
 def prelude_file() -> Path:
     """The prelude every policy includes (rules/prelude/requirements.policy)."""
-    import rules
+    from privilog import rules
 
     return (Path(rules.__file__).parent / "prelude" / "requirements.policy").resolve()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from dsl.ir import Span
+from privilog.dsl.ir import Span
 
 
 class PrivilogError(Exception):

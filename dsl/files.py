@@ -22,7 +22,7 @@ import tempfile
 from contextlib import suppress
 from pathlib import Path
 
-from dsl.errors import OneLineError, PrivilogError, article
+from privilog.dsl.errors import OneLineError, PrivilogError, article
 
 WORLD_BYTES_VAR = "PRIVILOG_MAX_WORLD_BYTES"
 POLICY_BYTES_VAR = "PRIVILOG_MAX_POLICY_BYTES"

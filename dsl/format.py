@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from dsl.ir import Atom, Comparison, Literal, Operation, Option, Param, Policy, Requirement, Rule, Term, Var
+from privilog.dsl.ir import Atom, Comparison, Literal, Operation, Option, Param, Policy, Requirement, Rule, Term, Var
 
 _SYMBOL = re.compile(r"[a-z][A-Za-z0-9_]*$")
 _ENTITY = re.compile(r"[a-z_]+:[A-Za-z0-9_@/\-]+(\.[A-Za-z0-9_@/\-]+)*$")
@@ -149,10 +149,9 @@ def format_text(text: str, file: str = "<policy>") -> str:
     is kept where the source had any.
     """
     from lark import Token, Tree
-
-    from dsl.errors import PolicyErrors
-    from dsl.lower import _Lowering, lower
-    from dsl.parser import parse_tree
+    from privilog.dsl.errors import PolicyErrors
+    from privilog.dsl.lower import _Lowering, lower
+    from privilog.dsl.parser import parse_tree
 
     comments: list[Token] = []
     tree = parse_tree(text, file, comments)
@@ -207,8 +206,7 @@ def format_text(text: str, file: str = "<policy>") -> str:
 
 def _format_declaration(lowering: object, node: object) -> str:
     from lark import Tree
-
-    from dsl.lower import _Lowering
+    from privilog.dsl.lower import _Lowering
 
     assert isinstance(lowering, _Lowering) and isinstance(node, Tree)
     match node.data:

@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lark import Token, Tree
-
-from dsl.errors import PolicyError, PolicyErrors
-from dsl.ir import (
+from privilog.dsl.errors import PolicyError, PolicyErrors
+from privilog.dsl.ir import (
     ActionSet,
     Atom,
     Comparison,

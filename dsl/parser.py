@@ -8,9 +8,8 @@ from importlib.resources import files
 
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
-
-from dsl.errors import PolicyError, source_lines_of
-from dsl.ir import Span
+from privilog.dsl.errors import PolicyError, source_lines_of
+from privilog.dsl.ir import Span
 
 # A line ending in one of these continues on the next line.
 _CONTINUES = frozenset(
@@ -78,7 +77,7 @@ class Continuation:
 
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
-    grammar = files("dsl").joinpath("policy.lark").read_text(encoding="utf-8")
+    grammar = files("privilog.dsl").joinpath("policy.lark").read_text(encoding="utf-8")
     return Lark(
         grammar,
         parser="lalr",
@@ -104,7 +103,7 @@ def _commenting_parser() -> Lark:
         _COLLECTED[-1].append(token)
         return token
 
-    grammar = files("dsl").joinpath("policy.lark").read_text(encoding="utf-8")
+    grammar = files("privilog.dsl").joinpath("policy.lark").read_text(encoding="utf-8")
     return Lark(
         grammar,
         parser="lalr",

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 from functools import cached_property
 
-from dsl.check import components
-from dsl.ir import Atom, Rule
-from engine.program import Program
+from privilog.dsl.check import components
+from privilog.dsl.ir import Atom, Rule
+from privilog.engine.program import Program
 
 WORLD_BASE = frozenset({"grant", "member_of", "child_of", "is_a", "admin"})
 REQUEST_BASE = frozenset({"request", "request_arg"})
@@ -82,8 +82,8 @@ class Analysis:
     def on_demand(self) -> frozenset[str]:
         """The world-derived relations no request-derived relation uses, even indirectly.
 
-        >>> import dsl
-        >>> from engine.program import compile_policy
+        >>> from privilog import dsl
+        >>> from privilog.engine.program import compile_policy
         >>> sorted(analyse(compile_policy(dsl.load_policy("cdap"))).on_demand)
         ['in_group']
         """
@@ -99,8 +99,8 @@ class Analysis:
 def analyse(program: Program) -> Analysis:
     """Sort the program's relations by dependence and order its components.
 
-    >>> import dsl
-    >>> from engine.program import compile_policy
+    >>> from privilog import dsl
+    >>> from privilog.engine.program import compile_policy
     >>> result = analyse(compile_policy(dsl.load_policy("cdap")))
     >>> [result.kinds[r].name for r in ("grant", "requires", "holds", "descendant", "met", "allowed")]
     ['BASE', 'STATIC', 'WORLD', 'WORLD', 'REQUEST', 'REQUEST']

@@ -14,17 +14,17 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import MappingProxyType
 
-from dsl.check import ancestor_types
-from dsl.errors import PrivilogError, article, did_you_mean
-from dsl.format import format_alternatives
-from dsl.ir import Operation, Policy, Requirement, Scope, Verb
-from engine.backends import Backend, make_backend
-from engine.decision import Change, Decision, GrantChange, MembershipChange, Outcome, Request, Visible, Witness
-from engine.facts import world_facts
-from engine.ids import ENTITY_TYPES, EntityId, IdError, parent_type, parse_principal
-from engine.inventory import Inventory
-from engine.program import Program, Row, compile_policy
-from engine.world import Grant, World
+from privilog.dsl.check import ancestor_types
+from privilog.dsl.errors import PrivilogError, article, did_you_mean
+from privilog.dsl.format import format_alternatives
+from privilog.dsl.ir import Operation, Policy, Requirement, Scope, Verb
+from privilog.engine.backends import Backend, make_backend
+from privilog.engine.decision import Change, Decision, GrantChange, MembershipChange, Outcome, Request, Visible, Witness
+from privilog.engine.facts import world_facts
+from privilog.engine.ids import ENTITY_TYPES, EntityId, IdError, parent_type, parse_principal
+from privilog.engine.inventory import Inventory
+from privilog.engine.program import Program, Row, compile_policy
+from privilog.engine.world import Grant, World
 
 Decider = Callable[[str, str, Mapping[str, str]], bool]  # principal, entity, arguments -> allowed
 

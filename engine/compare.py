@@ -21,13 +21,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsl.check import ancestor_types
-from dsl.format import format_requirements
-from dsl.ir import Operation, Param, Policy
-from engine.authorizer import Authorizer
-from engine.decision import Decision, Request
-from engine.ids import EntityId, parent_type
-from engine.world import Grant, World
+from privilog.dsl.check import ancestor_types
+from privilog.dsl.format import format_requirements
+from privilog.dsl.ir import Operation, Param, Policy
+from privilog.engine.authorizer import Authorizer
+from privilog.engine.decision import Decision, Request
+from privilog.engine.ids import EntityId, parent_type
+from privilog.engine.world import Grant, World
 
 PRINCIPAL = "user:u"
 _SAMPLE_NAMES = {

@@ -9,10 +9,10 @@ world gives them something to derive.
 
 from __future__ import annotations
 
-from dsl.ir import Rule
-from engine.authorizer import Authorizer
-from engine.decision import Request
-from engine.query import solve
+from privilog.dsl.ir import Rule
+from privilog.engine.authorizer import Authorizer
+from privilog.engine.decision import Request
+from privilog.engine.query import solve
 
 
 def deriving_rules(authorizer: Authorizer, request: Request, rules: tuple[Rule, ...] | None = None) -> set[int]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.ids import EntityId
+from privilog.engine.ids import EntityId
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from engine.ids import EntityId
-from engine.program import Row
-from engine.world import World
+from privilog.engine.ids import EntityId
+from privilog.engine.program import Row
+from privilog.engine.world import World
 
 
 def world_facts(world: World) -> dict[str, set[Row]]:

@@ -30,9 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from dsl.errors import OneLineError, article
-from dsl.files import WORLD_BYTES_VAR, FileRefused, check_regular, decode, world_limit
+from privilog.dsl.errors import OneLineError, article
+from privilog.dsl.files import WORLD_BYTES_VAR, FileRefused, check_regular, decode, world_limit
 
 
 class Unreadable(Exception):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from dsl.errors import OneLineError, did_you_mean
+from privilog.dsl.errors import OneLineError, did_you_mean
 
 
 class IdError(OneLineError):

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
-from engine.ids import EntityId
-from engine.program import Row
+from privilog.engine.ids import EntityId
+from privilog.engine.program import Row
 
 
 class Inventory:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from dsl.check import strata
-from dsl.ir import Atom, Comparison, Literal, Operation, Policy, Requirement, Rule, Var
+from privilog.dsl.check import strata
+from privilog.dsl.ir import Atom, Comparison, Literal, Operation, Policy, Requirement, Rule, Var
 
 Row = tuple[str, ...]
 

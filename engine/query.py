@@ -20,10 +20,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
 
-import dsl
-from dsl.errors import PolicyError, PolicyErrors, PrivilogError, did_you_mean, relocate_all
-from dsl.ir import Atom, Comparison, Const, Literal, Var
-from engine.program import Row
+from privilog.dsl.errors import PolicyError, PolicyErrors, PrivilogError, did_you_mean, relocate_all
+from privilog.dsl.ir import Atom, Comparison, Const, Literal, Var
+from privilog.engine.program import Row
+
+from privilog import dsl
 
 
 class QueryError(PrivilogError):

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from itertools import count
 
-from dsl.ir import Atom, Comparison, Const, Literal, Rule, Term, Var
+from privilog.dsl.ir import Atom, Comparison, Const, Literal, Rule, Term, Var
 
 REQUEST_ID = "\x00decide"  # the one request a plan decides; never an id the authorizer gives (r0, r1, ...)
 PRINCIPAL = "\x00p"  # variable names no policy can write: the request's principal,

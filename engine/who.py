@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.authorizer import Authorizer
-from engine.decision import Decision, Request
+from privilog.engine.authorizer import Authorizer
+from privilog.engine.decision import Decision, Request
 
 ANYONE = "user:anyone"  # asked when the world names no principal, so that the request is still checked
 

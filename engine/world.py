@@ -23,12 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from dsl.errors import OneLineError, PrivilogError, did_you_mean
-from dsl.files import FileRefused, read_world_text, write_atomically
-from engine.formats import TableError, TableFile, Unreadable, find_tables, is_table_path, load_document
-from engine.ids import DEFAULT_INSTANCE, INSTANCE_NAME, EntityId, IdError, parse_instance, parse_principal
-from engine.yamlsave import Facts, edited
+from privilog.dsl.errors import OneLineError, PrivilogError, did_you_mean
+from privilog.dsl.files import FileRefused, read_world_text, write_atomically
+from privilog.engine.formats import TableError, TableFile, Unreadable, find_tables, is_table_path, load_document
+from privilog.engine.ids import DEFAULT_INSTANCE, INSTANCE_NAME, EntityId, IdError, parse_instance, parse_principal
+from privilog.engine.yamlsave import Facts, edited
 
 ALL = "ALL"
 

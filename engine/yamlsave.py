@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-
-from engine.ids import DEFAULT_INSTANCE, EntityId, IdError, parse_principal
+from privilog.engine.ids import DEFAULT_INSTANCE, EntityId, IdError, parse_principal
 
 ALL = "ALL"
 

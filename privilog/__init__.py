@@ -5,12 +5,12 @@ request with ``authorizer.request(...)``, and ``check`` it for a
 :class:`Decision`.
 """
 
-from dsl import PolicyError, PrivilogError, load_policy
-from engine.authorizer import Authorizer, RequestError
-from engine.decision import Decision, Request, Visible, Witness
-from engine.ids import EntityId
-from engine.world import Grant, NotAnAdmin, World
 from privilog.api import load
+from privilog.dsl import PolicyError, PrivilogError, load_policy
+from privilog.engine.authorizer import Authorizer, RequestError
+from privilog.engine.decision import Decision, Request, Visible, Witness
+from privilog.engine.ids import EntityId
+from privilog.engine.world import Grant, NotAnAdmin, World
 
 __all__ = [
     "Authorizer",

@@ -14,10 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import dsl
-from dsl.ir import Policy
-from engine.authorizer import Authorizer
-from engine.world import World, load_world, world_from_data
+from privilog import dsl
+from privilog.dsl.ir import Policy
+from privilog.engine.authorizer import Authorizer
+from privilog.engine.world import World, load_world, world_from_data
 
 
 def load_world_for(policy: Policy, world: str | Path | World | dict[str, Any] | None, bind: bool = False) -> World:

@@ -15,9 +15,9 @@ through one authorizer) → ``checkers`` (the promises about two worlds) →
 
 from __future__ import annotations
 
-from proofs.findings import Counterexample, Report, Scene, Verdict
-from proofs.load import ProvedPolicy, load_proved, parse_proved, shipped_policies
-from proofs.prover import DEFAULT_EXAMPLES, DEFAULT_MAX_ENTITIES, prove
+from privilog.proofs.findings import Counterexample, Report, Scene, Verdict
+from privilog.proofs.load import ProvedPolicy, load_proved, parse_proved, shipped_policies
+from privilog.proofs.prover import DEFAULT_EXAMPLES, DEFAULT_MAX_ENTITIES, prove
 
 __all__ = [
     "DEFAULT_EXAMPLES",

@@ -18,12 +18,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from engine.decision import Request
-from engine.ids import EntityId
-from engine.world import Grant, NotAnAdmin, World
-from proofs.evaluate import Evaluator, Outcome
-from proofs.findings import Counterexample, Scene, Verdict
-from proofs.worlds import BYSTANDER, GROUP, REQUESTER, Point
+from privilog.engine.decision import Request
+from privilog.engine.ids import EntityId
+from privilog.engine.world import Grant, NotAnAdmin, World
+from privilog.proofs.evaluate import Evaluator, Outcome
+from privilog.proofs.findings import Counterexample, Scene, Verdict
+from privilog.proofs.worlds import BYSTANDER, GROUP, REQUESTER, Point
 
 T = TypeVar("T")
 

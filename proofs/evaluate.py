@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 
-from dsl.errors import PrivilogError
-from dsl.ir import Atom, Const, Policy, Rule, Term, Var
-from engine.authorizer import Authorizer
-from engine.decision import Decision, Request
-from engine.ids import EntityId
-from engine.program import Row
-from engine.world import World
+from privilog.dsl.errors import PrivilogError
+from privilog.dsl.ir import Atom, Const, Policy, Rule, Term, Var
+from privilog.engine.authorizer import Authorizer
+from privilog.engine.decision import Decision, Request
+from privilog.engine.ids import EntityId
+from privilog.engine.program import Row
+from privilog.engine.world import World
 
 
 class ProvingAuthorizer(Authorizer):

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsl.ir import Property
-from engine.decision import Decision, Request
-from engine.world import World
+from privilog.dsl.ir import Property
+from privilog.engine.decision import Decision, Request
+from privilog.engine.world import World
 
 
 def world_size(world: World) -> int:

@@ -17,16 +17,15 @@ from typing import Protocol
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-
-from dsl.ir import Policy
-from engine.authorizer import RequestError
-from engine.decision import Request
-from engine.ids import EntityId
-from engine.world import Grant
-from proofs.checkers import CHECKERS, Context, Trial, relations
-from proofs.evaluate import Outcome
-from proofs.findings import Counterexample, Verdict
-from proofs.worlds import Point, child_entity
+from privilog.dsl.ir import Policy
+from privilog.engine.authorizer import RequestError
+from privilog.engine.decision import Request
+from privilog.engine.ids import EntityId
+from privilog.engine.world import Grant
+from privilog.proofs.checkers import CHECKERS, Context, Trial, relations
+from privilog.proofs.evaluate import Outcome
+from privilog.proofs.findings import Counterexample, Verdict
+from privilog.proofs.worlds import Point, child_entity
 
 NAMESPACES = ("ns1", "ns2")
 USERS = ("user:u1", "user:u2", "user:u3")

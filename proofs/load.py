@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import dsl
-from dsl.errors import PolicyError, PrivilogError
-from dsl.ir import Policy, Rule
+from privilog.dsl.errors import PolicyError, PrivilogError
+from privilog.dsl.ir import Policy, Rule
+
+from privilog import dsl
 
 PROOFS_DIR = Path(__file__).resolve().parent
 COMMON = PROOFS_DIR / "common.proof"

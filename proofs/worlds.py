@@ -42,15 +42,15 @@ import itertools
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from dsl.check import ancestor_types, descendant_types
-from dsl.errors import PrivilogError
-from dsl.ir import Atom, Const, Operation, Policy, Scope, Verb
-from engine.authorizer import Authorizer
-from engine.compare import sample_entity
-from engine.decision import Request
-from engine.ids import EntityId
-from engine.world import Grant, World
-from proofs.load import ProvedPolicy
+from privilog.dsl.check import ancestor_types, descendant_types
+from privilog.dsl.errors import PrivilogError
+from privilog.dsl.ir import Atom, Const, Operation, Policy, Scope, Verb
+from privilog.engine.authorizer import Authorizer
+from privilog.engine.compare import sample_entity
+from privilog.engine.decision import Request
+from privilog.engine.ids import EntityId
+from privilog.engine.world import Grant, World
+from privilog.proofs.load import ProvedPolicy
 
 REQUESTER = "user:u1"
 GROUP = "group:g1"

@@ -1,6 +1,9 @@
 """The import rules of ARCHITECTURE.md, read from the source with ``ast`` (nothing here imports privilog).
 
-* Layers: ``dsl`` < ``engine`` < ``proofs`` < ``privilog``; a module never imports a higher layer.
+* Layers: ``rules`` (the policies, as data) < ``dsl`` < ``engine`` < ``proofs`` < ``privilog``; a module
+  never imports a higher layer. The first four are folders at the top of the repository, installed as
+  ``privilog.rules``, ``privilog.dsl``, ``privilog.engine`` and ``privilog.proofs`` (pyproject.toml maps
+  them), and are named so here.
 * Rooms of ``privilog``: an application room (``repl``, ``testing``, ``pipeline``, ``serve``) and a shared
   module (``api``, ``render``, ``store``, ``usage``) import the shared modules and the layers below, never an
   application room but their own; only ``cli`` (and ``python -m privilog``) dispatches to them.
@@ -23,11 +26,12 @@ import networkx as nx
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("dsl", "engine", "proofs", "privilog")
+FOLDERS = ("rules", "dsl", "engine", "proofs", "privilog")  # where each layer's source is, bottom first
+LAYERS = (*(f"privilog.{f}" for f in FOLDERS[:-1]), "privilog")  # the same, as modules
 APPLICATIONS = {"repl", "testing", "pipeline", "serve"}
 SHARED = {"__init__", "api", "render", "store", "usage"}  # the face's bottom: any room may import these
 DISPATCHERS = {"cli", "__main__"}  # may import any room
-SPARK_ALLOWED = ("engine.spark", "privilog.pipeline")
+SPARK_ALLOWED = ("privilog.engine.spark", "privilog.pipeline")
 NEVER_ON_CHECK = ("networkx", "pyDatalog", "pyspark")
 
 
@@ -42,6 +46,8 @@ class Import:
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[0] != "privilog":
+        parts.insert(0, "privilog")
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -51,8 +57,8 @@ def _module_name(path: Path) -> str:
 def modules() -> dict[str, Path]:
     """Every module of the four layers, by dotted name."""
     found = {}
-    for layer in LAYERS:
-        for path in sorted((ROOT / layer).rglob("*.py")):
+    for folder in FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
             if "__pycache__" not in path.parts:
                 found[_module_name(path)] = path
     return found
@@ -98,7 +104,12 @@ def _ours(target: str) -> str | None:
 
 
 def _layer(module: str) -> int:
-    return LAYERS.index(module.split(".")[0])
+    return next(i for i, layer in enumerate(LAYERS) if module == layer or module.startswith(layer + "."))
+
+
+def _face(module: str) -> bool:
+    """A module of the top layer, privilog's face (not one of the layers installed beneath it)."""
+    return _layer(module) == len(LAYERS) - 1
 
 
 def _room(module: str) -> str:
@@ -117,7 +128,7 @@ def _edges() -> list[tuple[str, str, int]]:
 
 
 def test_the_modules_are_found() -> None:
-    assert {"dsl", "engine.authorizer", "proofs.prover", "privilog.api", "privilog.cli.commands"} <= set(modules())
+    assert {"privilog.dsl", "privilog.engine.authorizer", "privilog.proofs.prover", "privilog.api"} <= set(modules())
     assert len(_edges()) > 100
 
 
@@ -131,7 +142,7 @@ def test_no_layer_imports_a_higher_one() -> None:
 def test_a_room_of_the_face_imports_no_other_application() -> None:
     crossing = []
     for a, b, line in _edges():
-        if not (a.startswith("privilog") and b.startswith("privilog")):
+        if not (_face(a) and _face(b)):
             continue
         importer, imported = _room(a), _room(b)
         if importer in DISPATCHERS or imported == importer or imported in SHARED:

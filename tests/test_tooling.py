@@ -20,5 +20,7 @@ def test_ruff_is_clean() -> None:
 
 
 def test_mypy_is_clean() -> None:
-    done = _run("mypy", *SOURCES)
+    from tests.typecheck import run
+
+    done = run()
     assert done.returncode == 0, done.stdout + done.stderr

@@ -31,8 +31,9 @@ def unavailable(engine: str) -> str | None:
         return rego.available()
     backend = backend_of(engine)
     if backend is not None:
-        import dsl
-        from engine.authorizer import Authorizer
+        from privilog.engine.authorizer import Authorizer
+
+        from privilog import dsl
 
         try:
             Authorizer(dsl.load_policy("cdap"), None, backend)
@@ -48,10 +49,11 @@ class Privilog:
     """privilog's Authorizer on one backend."""
 
     def __init__(self, backend: str, world: Any, policy: Any = None):
-        import dsl
-        from engine.authorizer import Authorizer
-        from engine.ids import EntityId
-        from engine.world import Grant
+        from privilog.engine.authorizer import Authorizer
+        from privilog.engine.ids import EntityId
+        from privilog.engine.world import Grant
+
+        from privilog import dsl
 
         self.name = PRIVILOG_PREFIX + backend
         self.authz = authz = Authorizer(policy if policy is not None else dsl.load_policy("cdap"), world, backend)

@@ -200,8 +200,9 @@ def measure(cfg: dict[str, Any]) -> dict[str, Any]:
     path.unlink()
 
     # -- every engine in this process -------------------------------------------------------
-    import dsl
-    from engine.world import World
+    from privilog.engine.world import World
+
+    from privilog import dsl
 
     policy = dsl.load_policy("cdap")
     built: dict[str, Any] = {}

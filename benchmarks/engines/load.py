@@ -37,8 +37,9 @@ def load(engine: str, path: str) -> dict[str, Any]:
 
     backend = adapters.backend_of(engine)
     if backend is not None:
-        import dsl
-        from engine.authorizer import Authorizer
+        from privilog.engine.authorizer import Authorizer
+
+        from privilog import dsl
         from privilog.api import load_world_for
     elif engine in ("regorus", "regorus-rvm"):
         import regorus  # noqa: F401

@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import dsl
 from benchmarks.engines import workload
 from benchmarks.engines.__main__ import size_arg
 from benchmarks.engines.adapters import Privilog
+from privilog import dsl
 
 
 def _median_us(fn: Callable[[], Any], repeat: int = 5) -> float:

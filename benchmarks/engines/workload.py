@@ -16,9 +16,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from privilog.engine.ids import EntityId
+from privilog.engine.world import Grant, World
+
 from benchmarks import worldgen
-from engine.ids import EntityId
-from engine.world import Grant, World
 
 KINDS = ("dataset.read", "namespace.get", "namespace.delete", "application.deploy", "dataset.list")
 HEAVY_SHARE = 0.1

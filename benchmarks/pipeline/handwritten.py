@@ -35,9 +35,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dsl.format import format_alternatives
-from dsl.ir import Policy, Scope
-from engine.program import table_facts
+from privilog.dsl.format import format_alternatives
+from privilog.dsl.ir import Policy, Scope
+from privilog.engine.program import table_facts
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -209,7 +209,7 @@ KEY = ("principal", "operation", "entity", "args", "timestamp")  # a request (ti
 
 def cmd_decide(args: argparse.Namespace) -> int:
     """Decide the requests with the hand-written query; progress lines as the pipeline prints them."""
-    import dsl
+    from privilog import dsl
     from privilog.pipeline.inputs import number_requests
     from privilog.pipeline.tables import Progress, read_table, spark_session
 

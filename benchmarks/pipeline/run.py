@@ -463,7 +463,7 @@ def measure(size: Size, args: argparse.Namespace) -> dict[str, Any]:
 
 def _default_driver_memory() -> str:
     """What the pipeline's session gives the driver when not told (engine.spark.session)."""
-    from engine.spark.session import local_driver_memory
+    from privilog.engine.spark.session import local_driver_memory
 
     return local_driver_memory()
 

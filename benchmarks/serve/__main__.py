@@ -64,7 +64,7 @@ def size_arg(text: str) -> int:
 
 def _store(size: int, folder: Path) -> tuple[str, str, list[dict[str, Any]]]:
     """A store holding the world of ``size`` grants, an admin's token, and the requests."""
-    import dsl
+    from privilog import dsl
     from privilog.store import open_store
 
     work = build(size)

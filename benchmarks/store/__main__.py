@@ -28,10 +28,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import dsl
 from benchmarks.engines.__main__ import size_arg
 from benchmarks.engines.common import machine_info, percentile, progress
 from benchmarks.worldgen import generate
+from privilog import dsl
 from privilog.store import open_store
 from privilog.store.deployment import Deployment
 from privilog.store.sql import SqlStore

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from engine.program import Program, Row
+from privilog.engine.program import Program, Row
 
 
 class Backend(Protocol):
@@ -30,14 +30,14 @@ class Backend(Protocol):
 def make_backend(name: str, program: Program) -> Backend:
     """The backend called ``name`` for ``program``."""
     if name == "compiled":
-        from engine.compiled import CompiledBackend
+        from privilog.engine.compiled import CompiledBackend
 
         return CompiledBackend(program)
     if name == "pydatalog":
-        from engine.backends.pydatalog import PyDatalogBackend
+        from privilog.engine.backends.pydatalog import PyDatalogBackend
 
         return PyDatalogBackend(program)
-    from dsl.errors import PrivilogError
+    from privilog.dsl.errors import PrivilogError
 
     raise PrivilogError(
         f"unknown backend `{name}`: the backends are compiled (the default) and pydatalog (the reference)"

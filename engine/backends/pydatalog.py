@@ -13,10 +13,9 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
+from privilog.dsl.ir import Atom, Comparison, Const, Rule, Term, Var
+from privilog.engine.program import Program, Row
 from pyDatalog import Logic, pyEngine
-
-from dsl.ir import Atom, Comparison, Const, Rule, Term, Var
-from engine.program import Program, Row
 
 _LOCK = threading.RLock()
 _PYDATALOG_OPERATORS = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}

@@ -8,6 +8,6 @@
 * ``backend``: the Backend the authorizer drives.
 """
 
-from engine.compiled.backend import CompiledBackend
+from privilog.engine.compiled.backend import CompiledBackend
 
 __all__ = ["CompiledBackend"]

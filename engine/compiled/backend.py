@@ -17,14 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from engine.analysis import Analysis, Kind, analyse
-from engine.compiled.evaluate import Changes, Evaluator, Store
-from engine.compiled.relation import Relation
-from engine.program import Program, Row
+from privilog.engine.analysis import Analysis, Kind, analyse
+from privilog.engine.compiled.evaluate import Changes, Evaluator, Store
+from privilog.engine.compiled.relation import Relation
+from privilog.engine.program import Program, Row
 
 if TYPE_CHECKING:
-    from engine.compiled.specialize import Decider, DecisionPlans
-    from engine.decision import Request
+    from privilog.engine.compiled.specialize import Decider, DecisionPlans
+    from privilog.engine.decision import Request
 
 
 class CompiledBackend:
@@ -125,7 +125,7 @@ class CompiledBackend:
 
     def _plans(self) -> DecisionPlans:
         if self._decisions is None:
-            from engine.compiled.specialize import DecisionPlans
+            from privilog.engine.compiled.specialize import DecisionPlans
 
             self._decisions = DecisionPlans(self.program, self.analysis, self.evaluator, self._maintained)
         return self._decisions

@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dsl.ir import Atom, Const, Rule, Var
-from engine.analysis import Component
-from engine.compiled.plan import Maker, Slot, compile_conjunction
-from engine.compiled.relation import Relation, Row
+from privilog.dsl.ir import Atom, Const, Rule, Var
+from privilog.engine.analysis import Component
+from privilog.engine.compiled.plan import Maker, Slot, compile_conjunction
+from privilog.engine.compiled.relation import Relation, Row
 
 SMALL = frozenset({"request", "request_arg"})  # a handful of rows: join from them first
 Store = dict[str, Relation]

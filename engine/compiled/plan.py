@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
-from dsl.ir import Atom, Comparison, Const, Literal, Term, Var
-from engine.compiled.relation import Relation
+from privilog.dsl.ir import Atom, Comparison, Const, Literal, Term, Var
+from privilog.engine.compiled.relation import Relation
 
 OPERATORS = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 EMPTY: frozenset[Any] = frozenset()
@@ -77,7 +77,7 @@ def compile_conjunction(
     ``estimate(i, columns)``, when given, says how many rows literal ``i`` yields with
     ``columns`` bound: the join takes the fewest first.
 
-    >>> from dsl.ir import Atom, Var
+    >>> from privilog.dsl.ir import Atom, Var
     >>> edge = Relation("edge", 2, [("a", "b"), ("b", "c")])
     >>> x, y, z = Var("X"), Var("Y"), Var("Z")
     >>> make = compile_conjunction([Atom("edge", (x, y)), Atom("edge", (y, z))], [Slot(0), Slot(0)], ["X"], [x, z])
@@ -139,7 +139,7 @@ def compile_conjunction(
 def repeated_free(atom: Atom, columns: Sequence[int]) -> list[str]:
     """Tests that a row ``t`` agrees where an unbound variable appears twice in ``atom``.
 
-    >>> from dsl.ir import Atom, Var
+    >>> from privilog.dsl.ir import Atom, Var
     >>> repeated_free(Atom("edge", (Var("X"), Var("Y"), Var("X"))), [1])
     ['t[2] == t[0]']
     """

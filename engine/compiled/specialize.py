@@ -39,12 +39,12 @@ from collections.abc import Callable, Mapping
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
-from dsl.ir import Atom, Comparison, Const, Literal, Rule, Term, Var
-from engine.analysis import Analysis, Component, Kind
-from engine.compiled.evaluate import Evaluator
-from engine.compiled.plan import EMPTY, OPERATORS, repeated_free
-from engine.program import Program
-from engine.unfold import (
+from privilog.dsl.ir import Atom, Comparison, Const, Literal, Rule, Term, Var
+from privilog.engine.analysis import Analysis, Component, Kind
+from privilog.engine.compiled.evaluate import Evaluator
+from privilog.engine.compiled.plan import EMPTY, OPERATORS, repeated_free
+from privilog.engine.program import Program
+from privilog.engine.unfold import (
     ARG,
     ENTITY,
     PRINCIPAL,
@@ -56,7 +56,7 @@ from engine.unfold import (
 )
 
 if TYPE_CHECKING:
-    from engine.decision import Request
+    from privilog.engine.decision import Request
 
 SAMPLE = 4096  # rows looked at to guess how selective a lookup is
 INLINE = 600  # characters of a function's expression its callers may test in place

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from privilog.engine.program import Program, Row
+from privilog.engine.spark.evaluate import EngineSettings, Evaluation, Progress, SparkEngine
+from privilog.engine.spark.plan import Relation
 from pyspark.sql import SparkSession
-
-from engine.program import Program, Row
-from engine.spark.evaluate import EngineSettings, Evaluation, Progress, SparkEngine
-from engine.spark.plan import Relation
 
 
 class SparkBackend:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from dsl.errors import PrivilogError
+from privilog.dsl.errors import PrivilogError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -28,16 +28,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 import networkx as nx
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StructField, StructType
-
-from dsl.check import dependency_graph
-from dsl.ir import Atom, Comparison, Const, Rule, Var
-from engine.program import Program, Row
-from engine.spark.encoding import Dictionary
-from engine.spark.plan import (
+from privilog.dsl.check import dependency_graph
+from privilog.dsl.ir import Atom, Comparison, Const, Rule, Var
+from privilog.engine.program import Program, Row
+from privilog.engine.spark.encoding import Dictionary
+from privilog.engine.spark.plan import (
     ORDERED,
     Relation,
     Settings,
@@ -48,6 +43,10 @@ from engine.spark.plan import (
     plan_rule,
     union,
 )
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
 
 Progress = Callable[[str], None]
 Reader = Callable[[int, Atom], Relation]

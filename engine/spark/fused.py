@@ -29,14 +29,13 @@ from collections.abc import Iterable, Mapping
 from itertools import count
 from typing import TYPE_CHECKING
 
-from dsl.ir import Atom, Comparison, Const, Literal, Rule, Term, Var
-from engine.analysis import Analysis, Kind, analyse
-from engine.unfold import ARG, ENTITY, PRINCIPAL, REQUEST_ID, NotCompiled, Unfolder, specialize
+from privilog.dsl.ir import Atom, Comparison, Const, Literal, Rule, Term, Var
+from privilog.engine.analysis import Analysis, Kind, analyse
+from privilog.engine.unfold import ARG, ENTITY, PRINCIPAL, REQUEST_ID, NotCompiled, Unfolder, specialize
 
 if TYPE_CHECKING:
+    from privilog.engine.spark.evaluate import SparkEngine
     from pyspark.sql import Column, DataFrame
-
-    from engine.spark.evaluate import SparkEngine
 
 HIERARCHY = ("child_of", "is_a", "ancestor", "descendant")
 # The closure as the prelude defines it: what the id-derived tables stand for.
@@ -99,7 +98,7 @@ class FusedDecisions:
     """The fused plans of one program's operations, over given world and hierarchy tables."""
 
     def __init__(self, engine: SparkEngine):
-        from engine.compiled.backend import CompiledBackend
+        from privilog.engine.compiled.backend import CompiledBackend
 
         self.engine = engine
         self.program = engine.program

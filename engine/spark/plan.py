@@ -39,11 +39,10 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from privilog.dsl.ir import Atom, Comparison, Const, Literal, Rule, Term, Var
+from privilog.engine.spark.encoding import xxhash64
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-
-from dsl.ir import Atom, Comparison, Const, Literal, Rule, Term, Var
-from engine.spark.encoding import xxhash64
 
 ORDERED = {"<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__"}
 LOCAL_ROWS = 50_000  # the most rows a plan folded on the driver may hold

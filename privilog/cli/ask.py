@@ -25,7 +25,7 @@ def _note(lines: list[str]) -> None:
 
 def cmd_who(args: argparse.Namespace) -> int:
     """Print the principals of the world that may do the operation on the entity, and why."""
-    from engine.who import who
+    from privilog.engine.who import who
     from privilog.render.explain import render_who
     from privilog.render.notes import unknown_notes
 
@@ -42,8 +42,8 @@ def cmd_who(args: argparse.Namespace) -> int:
 
 def cmd_query(args: argparse.Namespace) -> int:
     """Print the bindings of a Datalog query's variables, as the REPL's ``?-`` does."""
-    from engine.query import Budget, answer, parse_query
-    from engine.world import ALL
+    from privilog.engine.query import Budget, answer, parse_query
+    from privilog.engine.world import ALL
     from privilog.render.query import action_notes, render_answer
 
     authorizer = load_authorizer(args)

@@ -87,17 +87,17 @@ def cmd_list(args: argparse.Namespace) -> int:
 def _fits(authorizer: Any, entity_type: str, within: str | None) -> bool:
     if within is None:
         return True
-    from dsl.check import ancestor_types
+    from privilog.dsl.check import ancestor_types
 
     parent = authorizer.entity(within)
     return parent.type in ancestor_types(authorizer.policy, entity_type)
 
 
 def cmd_fmt(args: argparse.Namespace) -> int:
-    import dsl
+    from privilog import dsl
 
     status = EXIT_OK
-    from dsl.files import read_policy_text, write_atomically
+    from privilog.dsl.files import read_policy_text, write_atomically
 
     for name in args.files:
         path = dsl.resolve_policy_path(name)
@@ -142,9 +142,9 @@ def _unified(text: str, formatted: str, path: str) -> list[str]:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    import dsl
-    from engine.compare import Comparison
+    from privilog import dsl
     from privilog.api import load_world_for
+    from privilog.engine.compare import Comparison
     from privilog.render.report import render_diff, render_world_diff, world_diff_json
 
     left, right = dsl.load_policy(args.left), dsl.load_policy(args.right)
@@ -180,8 +180,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
-    import dsl
-    from dsl.format import format_requirements
+    from privilog import dsl
+    from privilog.dsl.format import format_requirements
 
     policy = dsl.load_policy(args.policy)
     if args.json:
@@ -196,7 +196,7 @@ def cmd_ops(args: argparse.Namespace) -> int:
 
 def _operation_json(op: Any) -> dict[str, Any]:
     """One operation as `ops --json` prints it: its name, verb, written requirements and arguments."""
-    from dsl.format import format_requirements
+    from privilog.dsl.format import format_requirements
 
     return {
         "operation": op.qualified,
@@ -220,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="privilog",
         description="CDAP authorization policies as Datalog: check, list, explain and test them.",
     )
+    parser.add_argument("--version", action="version", version=f"privilog {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
 
     for name, text in (
@@ -295,15 +296,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--world", help="a world file (YAML or JSON); default: an empty world")
     p.add_argument("--store", help=STORE_HELP + "; grants and entity changes are made there, durably")
     p.set_defaults(run=cmd_repl)
-    from privilog.cli import graph, serve, store
+    from privilog.cli import completion, graph, serve, store
 
     store.register(sub)
+    completion.register(sub)
     serve.register(sub)
     graph.register(sub)
     from privilog.pipeline import commands as pipeline  # pyspark is imported only when a pipeline command runs
 
     pipeline.register(sub)
     return parser
+
+
+def _version() -> str:
+    """privilog's version, as installed (pyproject.toml's)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("privilog")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def _signed(message: str) -> str:
@@ -326,10 +338,13 @@ def _signed(message: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from dsl.errors import PrivilogError
+    from privilog.cli import completion
+    from privilog.dsl.errors import PrivilogError
 
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        completion.complete(parser)  # answers the shell's tab and exits, when the shell is asking
+        args = parser.parse_args(argv)
         return int(args.run(args))
     except (UsageError, PrivilogError) as error:
         print(_signed(str(error)), file=sys.stderr)

@@ -48,7 +48,7 @@ def write_picture(dot: str, fmt: str, out: str | None, command: str) -> None:
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
-    from dsl.check import ancestor_types
+    from privilog.dsl.check import ancestor_types
     from privilog.render.graph import world_dot
 
     authorizer = load_authorizer(args)

@@ -37,7 +37,7 @@ def load_authorizer(args: argparse.Namespace) -> Any:
     url = given_store(args)
     if url is None:
         return load(args.policy, args.world, backend=backend, bind=False)
-    import dsl
+    from privilog import dsl
     from privilog.store import open_store
 
     policy = dsl.load_policy(args.policy)

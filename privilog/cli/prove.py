@@ -15,11 +15,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from dsl.errors import PrivilogError
+from privilog.dsl.errors import PrivilogError
+from privilog.proofs.findings import Report
+from privilog.proofs.load import load_proved, shipped_policies
+from privilog.proofs.prover import DEFAULT_EXAMPLES, DEFAULT_MAX_ENTITIES, prove
 from privilog.render.proofs import promise_table, render_report
-from proofs.findings import Report
-from proofs.load import load_proved, shipped_policies
-from proofs.prover import DEFAULT_EXAMPLES, DEFAULT_MAX_ENTITIES, prove
 
 CLEAR = "\x1b[K"  # erase to the end of the line
 

@@ -30,7 +30,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _open(args: argparse.Namespace) -> Any:
-    import dsl
+    from privilog import dsl
     from privilog.store import open_store
 
     return open_store(str(store_url(args)), dsl.load_policy(args.policy).actions, create=False)

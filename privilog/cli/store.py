@@ -42,7 +42,7 @@ def local_actor() -> str:
 
 
 def _open(args: argparse.Namespace, create: bool = False) -> Any:
-    import dsl
+    from privilog import dsl
     from privilog.store import open_store
 
     policy = dsl.load_policy(args.policy)
@@ -61,7 +61,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    import dsl
+    from privilog import dsl
     from privilog.api import load_world_for
 
     policy = dsl.load_policy(args.policy)
@@ -85,7 +85,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.out:
         from pathlib import Path
 
-        from dsl.files import write_atomically
+        from privilog.dsl.files import write_atomically
 
         write_atomically(Path(args.out), text, "world")
         print(f"exported {store.url} (change {seq}) to {args.out}", file=sys.stderr)
@@ -95,7 +95,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from engine.ids import EntityId, parse_principal
+    from privilog.engine.ids import EntityId, parse_principal
 
     principal = parse_principal(args.principal) if args.principal else None
     since = _since(args.since) if args.since else None

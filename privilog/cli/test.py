@@ -78,7 +78,7 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 
 def _scenarios(args: argparse.Namespace) -> int:
-    from dsl.files import write_atomically
+    from privilog.dsl.files import write_atomically
     from privilog.testing.results import junit_xml, render_text, run_json
     from privilog.testing.scenario import run_scenarios
     from privilog.testing.select import parse_selection
@@ -101,7 +101,7 @@ def _scenarios(args: argparse.Namespace) -> int:
 
 
 def _report(tables: Path) -> int:
-    import dsl
+    from privilog import dsl
     from privilog.testing.conformance import conformance_report, render_report
 
     reports = conformance_report(tables)

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import dsl
-from dsl.ir import Policy
-from engine.ids import DEFAULT_INSTANCE
-from engine.program import compile_policy
+from privilog import dsl
+from privilog.dsl.ir import Policy
+from privilog.engine.ids import DEFAULT_INSTANCE
+from privilog.engine.program import compile_policy
 from privilog.pipeline.evaluate import decide_all, visibility
 from privilog.pipeline.inputs import Deployment, Vocabulary, check_requests, load_deployment, number_requests
 from privilog.pipeline.tables import (
@@ -27,6 +27,7 @@ from privilog.pipeline.tables import (
     PipelineError,
     Progress,
     read_table,
+    require_spark,
     spark_session,
     write_table,
 )
@@ -34,7 +35,7 @@ from privilog.pipeline.tables import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from engine.spark.evaluate import SparkEngine
+    from privilog.engine.spark.evaluate import SparkEngine
 
 
 # ---- commands -------------------------------------------------------------------------
@@ -61,8 +62,8 @@ class Context:
         return df
 
     def engine(self, policy: Policy) -> SparkEngine:
-        from engine.spark.evaluate import EngineSettings, SparkEngine
-        from engine.spark.plan import Settings
+        from privilog.engine.spark.evaluate import EngineSettings, SparkEngine
+        from privilog.engine.spark.plan import Settings
 
         settings = EngineSettings(planner=Settings(trace=self.progress if self.trace else None))
         if self.local_rows is not None:
@@ -221,7 +222,7 @@ def spark_failure(error: Exception) -> str | None:
     """One line saying why a Spark job failed and what to change, or None if ``error`` is not Spark's."""
     if not type(error).__module__.startswith(("py4j", "pyspark")):
         return None
-    from engine.spark.session import local_driver_memory
+    from privilog.engine.spark.session import local_driver_memory
 
     text = str(error)
     # the JVM stopping mid-job is, on one machine, nearly always the heap running out
@@ -239,6 +240,7 @@ def _reported(command: Callable[[argparse.Namespace], int]) -> Callable[[argpars
     """Run a pipeline command, turning a failed Spark job into one line (not a JVM stack trace)."""
 
     def run(args: argparse.Namespace) -> int:
+        require_spark()  # before any input is read: the one line naming the extra
         try:
             return command(args)
         except Exception as error:
@@ -312,8 +314,8 @@ def register(sub: Any) -> None:
         "policies decide differently (OUT/changes), with counts by operation (OUT/by_operation). "
         "Exit 1 when some decision changes.",
     )
-    q.add_argument("left", metavar="POLICY_A")
-    q.add_argument("right", metavar="POLICY_B")
+    q.add_argument("left", metavar="POLICY_A", help="a policy in rules/ or a path: the one compared from")
+    q.add_argument("right", metavar="POLICY_B", help="a policy in rules/ or a path: the one compared to")
     common(q, requests=True, policy=False)
     q.set_defaults(run=_reported(cmd_impact))
     generate.register(sub)

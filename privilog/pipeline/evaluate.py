@@ -17,16 +17,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from dsl.format import format_alternatives
-from dsl.ir import Operation, Scope, Verb
-from engine.program import Program
+from privilog.dsl.format import format_alternatives
+from privilog.dsl.ir import Operation, Scope, Verb
+from privilog.engine.program import Program
 from privilog.pipeline.inputs import Deployment, Requests, encoded
 from privilog.pipeline.tables import Progress
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from engine.spark.evaluate import Evaluation, SparkEngine
+    from privilog.engine.spark.evaluate import Evaluation, SparkEngine
 
 
 # The relations the reference authorizer reads back (engine.authorizer.Authorizer._evaluate).
@@ -122,7 +122,7 @@ def dictionary(
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from engine.spark.encoding import EncodingError
+    from privilog.engine.spark.encoding import EncodingError
 
     policy_values = spark.createDataFrame([(v,) for v in engine.dictionary.values()], "value string")
     values = deployment.values.union(policy_values)
@@ -153,7 +153,7 @@ def dictionary(
 
 def _requirements(spark: SparkSession, program: Program) -> DataFrame:
     """Each requirement of the policy: code, id, text, and whether an option is "every"."""
-    from engine.spark.encoding import xxhash64
+    from privilog.engine.spark.encoding import xxhash64
 
     rows = []
     for rid, (_op, requirement) in program.requirements.items():
@@ -277,10 +277,10 @@ def decide_fused(
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from engine.spark.evaluate import Evaluation
-    from engine.spark.fused import HIERARCHY, FusedDecisions, why_not
-    from engine.spark.plan import Relation, Size
-    from engine.unfold import NotCompiled
+    from privilog.engine.spark.evaluate import Evaluation
+    from privilog.engine.spark.fused import HIERARCHY, FusedDecisions, why_not
+    from privilog.engine.spark.plan import Relation, Size
+    from privilog.engine.unfold import NotCompiled
 
     reason = why_not(engine)
     if reason is not None:
@@ -400,7 +400,7 @@ def visibility(spark: SparkSession, engine: SparkEngine, deployment: Deployment,
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from engine.spark.encoding import xxhash64
+    from privilog.engine.spark.encoding import xxhash64
 
     listings = [op for op in engine.program.policy.operations if op.verb is Verb.SHOWS]
     base = dict(deployment.relations)

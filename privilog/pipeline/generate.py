@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-import dsl
-from dsl.ir import Operation, Policy
-from engine.ids import PROGRAM_KINDS
+from privilog import dsl
+from privilog.dsl.ir import Operation, Policy
+from privilog.engine.ids import PROGRAM_KINDS
 from privilog.pipeline.tables import FORMATS, TABLES
 
 ACTIONS = ("READ", "WRITE", "EXECUTE", "ADMIN")
@@ -478,6 +478,11 @@ def _count(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.format == "parquet":  # written through Spark: say so before writing anything
+        from privilog.pipeline.tables import require_spark
+
+        require_spark()
+
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 

@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dsl.ir import Operation, Policy
-from engine.authorizer import FALSE_WORDS, TRUE_WORDS, check_hierarchy
-from engine.ids import _SHAPES, DEFAULT_INSTANCE, ENTITY_TYPES, PRINCIPAL_KINDS, parent_type
+from privilog.dsl.ir import Operation, Policy
+from privilog.engine.authorizer import FALSE_WORDS, TRUE_WORDS, check_hierarchy
+from privilog.engine.ids import _SHAPES, DEFAULT_INSTANCE, ENTITY_TYPES, PRINCIPAL_KINDS, parent_type
 from privilog.pipeline.tables import SOURCE, PipelineError
 
 if TYPE_CHECKING:

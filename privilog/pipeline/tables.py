@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dsl.errors import PrivilogError
+from privilog.dsl.errors import PrivilogError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -49,6 +49,17 @@ class Progress:
 # ---- Spark and tables -----------------------------------------------------------------
 
 
+def require_spark() -> None:
+    """One line naming the extra to install when PySpark is not there (it is not installed with privilog)."""
+    from importlib.util import find_spec
+
+    if find_spec("pyspark") is None:
+        raise PipelineError(
+            "this runs on Spark, and PySpark is not installed: install privilog with its spark extra, "
+            "`pip install 'privilog[spark]'` (Spark also needs Java 17)"
+        )
+
+
 def spark_session(
     master: str | None = None, driver_memory: str | None = None, partitions: int | None = None
 ) -> SparkSession:
@@ -58,7 +69,8 @@ def spark_session(
     compressed size, and at 10^7 requests broadcast the decisions table it was about to
     write (out of memory). The engine and the pipeline say what to broadcast themselves.
     """
-    from engine.spark.session import make_session
+    require_spark()
+    from privilog.engine.spark.session import make_session
 
     session = make_session(master, driver_memory, partitions, app_name="privilog-pipeline")
     session.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.decision import Change, Decision, MembershipChange, Outcome, Visible, Witness
-from engine.who import Who
+from privilog.engine.decision import Change, Decision, MembershipChange, Outcome, Visible, Witness
+from privilog.engine.who import Who
 
 MAX_LISTED = 12
 

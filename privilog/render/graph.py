@@ -20,10 +20,10 @@ from collections.abc import Iterable, Sequence
 
 import graphviz
 
-from dsl.errors import OneLineError
-from engine.decision import Decision, Outcome, Visible, Witness
-from engine.ids import EntityId
-from engine.world import Grant, World
+from privilog.dsl.errors import OneLineError
+from privilog.engine.decision import Decision, Outcome, Visible, Witness
+from privilog.engine.ids import EntityId
+from privilog.engine.world import Grant, World
 from privilog.render.explain import render_fixes
 
 FORMATS = ("dot", "svg", "png")
@@ -100,7 +100,7 @@ class _Picture:
 def decision_dot(decision: Decision) -> str:
     """A decision as DOT: the request, each requirement, and its proof or what is missing.
 
-    >>> from engine.decision import Request
+    >>> from privilog.engine.decision import Request
     >>> request = Request("user:a", "namespace.get", EntityId.parse("namespace:x"))
     >>> print(decision_dot(Decision(request, True, (), "cdap")).splitlines()[0])
     digraph decision {

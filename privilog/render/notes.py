@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import difflib
 
-from engine.ids import EntityId
-from engine.world import World
+from privilog.engine.ids import EntityId
+from privilog.engine.world import World
 
 
 def closest(name: str, known: set[str]) -> str:

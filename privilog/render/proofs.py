@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine.world import World
+from privilog.engine.world import World
+from privilog.proofs.findings import Counterexample, Report, Scene, Verdict
 from privilog.render.explain import render_decision
-from proofs.findings import Counterexample, Report, Scene, Verdict
 
 
 def render_report(report: Report) -> str:

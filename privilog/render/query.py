@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from engine.query import Answer
+from privilog.engine.query import Answer
 
 MAX_ROWS_SHOWN = 100
 

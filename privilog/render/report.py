@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine.compare import OperationDiff, Witness
-from engine.decision import Request
+from privilog.engine.compare import OperationDiff, Witness
+from privilog.engine.decision import Request
 
 
 def _witness_lines(witness: Witness) -> list[str]:

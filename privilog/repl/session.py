@@ -35,19 +35,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import dsl
-from dsl.check import ancestor_types, prelude_relations
-from dsl.errors import PolicyError, PolicyErrors, PrivilogError, did_you_mean, relocate_all
-from dsl.files import read_policy_text
-from dsl.ir import Policy
-from engine.authorizer import Authorizer
-from engine.decision import Change, Decision, GrantChange, MembershipChange, Request
-from engine.ids import EntityId, IdError, parse_principal
-from engine.query import EXAMPLE as QUERY_EXAMPLE
-from engine.query import Budget, QueryLimit, answer, parse_query, time_limit
-from engine.who import who
-from engine.world import ALL, Grant, World, load_world, save_world
+from privilog import dsl
 from privilog.api import load_world_for
+from privilog.dsl.check import ancestor_types, prelude_relations
+from privilog.dsl.errors import PolicyError, PolicyErrors, PrivilogError, did_you_mean, relocate_all
+from privilog.dsl.files import read_policy_text
+from privilog.dsl.ir import Policy
+from privilog.engine.authorizer import Authorizer
+from privilog.engine.decision import Change, Decision, GrantChange, MembershipChange, Request
+from privilog.engine.ids import EntityId, IdError, parse_principal
+from privilog.engine.query import EXAMPLE as QUERY_EXAMPLE
+from privilog.engine.query import Budget, QueryLimit, answer, parse_query, time_limit
+from privilog.engine.who import who
+from privilog.engine.world import ALL, Grant, World, load_world, save_world
 from privilog.render.explain import render_decision, render_short, render_visible, render_who
 from privilog.render.notes import closest, unknown_notes
 from privilog.render.query import action_notes, render_answer
@@ -647,7 +647,7 @@ class Session:
         return f"saved the world to {path}: {_summary(self.world)}"
 
     def _diff(self, words: list[str]) -> str:
-        from engine.compare import Comparison
+        from privilog.engine.compare import Comparison
         from privilog.render.report import render_diff, render_world_diff
 
         against = [w for w in words if w != "--world"]

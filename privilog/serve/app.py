@@ -35,8 +35,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
 
-from dsl.errors import PrivilogError
-from engine.world import NotAnAdmin
+from privilog.dsl.errors import PrivilogError
+from privilog.engine.world import NotAnAdmin
 
 from . import cdap, routes
 from .bodies import HttpError, one_line, parse_json, read_body

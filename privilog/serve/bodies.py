@@ -25,7 +25,7 @@ from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
 
-from dsl.errors import OneLineError
+from privilog.dsl.errors import OneLineError
 
 MAX_SHOWN = 60  # characters of a bad value shown in a message
 

@@ -26,9 +26,9 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from dsl.ir import Verb
-from engine.ids import PRINCIPAL_KINDS, EntityId, IdError, parse_principal
-from engine.world import check_action
+from privilog.dsl.ir import Verb
+from privilog.engine.ids import PRINCIPAL_KINDS, EntityId, IdError, parse_principal
+from privilog.engine.world import check_action
 
 from .bodies import HttpError, check_type, fields, shown
 from .service import Call, Route

@@ -15,9 +15,9 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from dsl.check import ancestor_types
-from engine.authorizer import Authorizer, RequestError
-from engine.ids import parse_principal
+from privilog.dsl.check import ancestor_types
+from privilog.engine.authorizer import Authorizer, RequestError
+from privilog.engine.ids import parse_principal
 from privilog.render.explain import render_decision
 from privilog.store.base import ENGINE_KINDS, KINDS
 

@@ -97,7 +97,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 def build_app(options: ServeOptions, signals: bool) -> Any:
     """Open the store, load the policy and the deployment, and make the application."""
-    import dsl
+    from privilog import dsl
     from privilog.store import open_store
     from privilog.store.deployment import Deployment
 
@@ -116,7 +116,7 @@ def build_app(options: ServeOptions, signals: bool) -> Any:
 
 
 def _check_loads(options: ServeOptions) -> None:
-    import dsl
+    from privilog import dsl
     from privilog.store import open_store
 
     policy = dsl.load_policy(options.policy)

@@ -22,11 +22,11 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-import dsl
-from dsl.errors import PrivilogError
-from dsl.format import format_policy
-from dsl.ir import Policy
-from engine.world import NotAnAdmin
+from privilog import dsl
+from privilog.dsl.errors import PrivilogError
+from privilog.dsl.format import format_policy
+from privilog.dsl.ir import Policy
+from privilog.engine.world import NotAnAdmin
 from privilog.store.base import Change, split_token
 from privilog.store.deployment import Deployment
 

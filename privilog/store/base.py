@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from dsl.errors import OneLineError
-from engine.ids import EntityId, IdError, parse_principal
-from engine.world import NotAnAdmin, World, check_action
+from privilog.dsl.errors import OneLineError
+from privilog.engine.ids import EntityId, IdError, parse_principal
+from privilog.engine.world import NotAnAdmin, World, check_action
 
 SCHEMA_VERSION = 1
 

@@ -35,10 +35,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsl.ir import Policy
-from engine.authorizer import Authorizer
-from engine.ids import EntityId
-from engine.world import Grant, World, WorldError
+from privilog.dsl.ir import Policy
+from privilog.engine.authorizer import Authorizer
+from privilog.engine.ids import EntityId
+from privilog.engine.world import Grant, World, WorldError
 
 from .base import IMPORT, Change, Store
 

@@ -29,8 +29,8 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
-from engine.ids import DEFAULT_INSTANCE, EntityId, parent_type
-from engine.world import NotAnAdmin, World, world_from_data
+from privilog.engine.ids import DEFAULT_INSTANCE, EntityId, parent_type
+from privilog.engine.world import NotAnAdmin, World, world_from_data
 
 from .base import (
     IMPORT,

@@ -13,11 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import dsl
-from dsl.errors import PrivilogError
-from engine.ids import EntityId
-from engine.world import Grant, World
+from privilog import dsl
 from privilog.api import load
+from privilog.dsl.errors import PrivilogError
+from privilog.engine.ids import EntityId
+from privilog.engine.world import Grant, World
 from privilog.testing.table import (
     PRINCIPAL,
     Granted,

@@ -20,11 +20,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsl.format import format_alternatives, format_rule
-from dsl.ir import Operation, Policy, Requirement, Rule, Span
-from engine.authorizer import Authorizer
-from engine.coverage import deriving_rules
-from engine.decision import Request
+from privilog.dsl.format import format_alternatives, format_rule
+from privilog.dsl.ir import Operation, Policy, Requirement, Rule, Span
+from privilog.engine.authorizer import Authorizer
+from privilog.engine.coverage import deriving_rules
+from privilog.engine.decision import Request
 
 
 def place(span: Span) -> str:

@@ -16,13 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
-from dsl.errors import PrivilogError, did_you_mean
-from dsl.ir import Scope
-from engine.authorizer import Authorizer
-from engine.decision import Decision, Request
-from engine.ids import EntityId, IdError, parse_principal
-from engine.who import who
-from engine.world import Located
+from privilog.dsl.errors import PrivilogError, did_you_mean
+from privilog.dsl.ir import Scope
+from privilog.engine.authorizer import Authorizer
+from privilog.engine.decision import Decision, Request
+from privilog.engine.ids import EntityId, IdError, parse_principal
+from privilog.engine.who import who
+from privilog.engine.world import Located
 from privilog.render.explain import render_short
 
 EXPECT_KEYS = ("allow", "because", "visible", "who")

@@ -16,12 +16,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import dsl
-from dsl.errors import PrivilogError
-from dsl.files import read_world_text
-from dsl.ir import Policy
-from engine.authorizer import Authorizer
-from engine.world import Located, World, WorldReader, compose
+from privilog import dsl
+from privilog.dsl.errors import PrivilogError
+from privilog.dsl.files import read_world_text
+from privilog.dsl.ir import Policy
+from privilog.engine.authorizer import Authorizer
+from privilog.engine.world import Located, World, WorldReader, compose
 from privilog.testing.coverage import PolicyCoverage
 from privilog.testing.expect import Judge, mapping
 from privilog.testing.select import Selection

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from dsl.errors import PrivilogError
+from privilog.dsl.errors import PrivilogError
 
 Selection = Callable[[str], bool]
 KEYWORDS = ("and", "or", "not")

@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from dsl.errors import PrivilogError
+from privilog.dsl.errors import PrivilogError
 
 ACTIONS = ("READ", "WRITE", "EXECUTE", "ADMIN")
 FALSE_WORDS = {"false", "no", "0", "off", ""}

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from privilog.engine.authorizer import Authorizer
+from privilog.engine.compare import Comparison
 
-import dsl
-from engine.authorizer import Authorizer
-from engine.compare import Comparison
+from privilog import dsl
 from privilog.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

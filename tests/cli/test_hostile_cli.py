@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from privilog.dsl.errors import PrivilogError
+from privilog.engine.authorizer import RequestError
 
-import dsl
 import privilog
-from dsl.errors import PrivilogError
-from engine.authorizer import RequestError
+from privilog import dsl
 from privilog.cli import main
 
 CHECK = ["check", "user:eve", "namespace.delete", "namespace:ns1"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import dsl
+from privilog import dsl
 from privilog.cli import main
 
 UNFORMATTED = (

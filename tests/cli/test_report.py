@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import dsl
+from privilog import dsl
 from privilog.cli import main
 from privilog.testing.conformance import conformance_report, render_report
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from privilog.engine.world import WorldError
 
-import dsl
-from engine.world import WorldError
+from privilog import dsl
 from privilog.cli import main
 from privilog.repl.session import Session
 from privilog.store import open_store
@@ -139,8 +139,8 @@ def test_loading_a_world_file_leaves_the_store(store: str) -> None:
 
 def test_a_deployments_world_refuses_changes_that_bypass_the_store(store: str) -> None:
     deployment = Deployment(open_store(store, ACTIONS, create=False), dsl.load_policy("cdap"))
-    from engine.ids import EntityId
-    from engine.world import Grant
+    from privilog.engine.ids import EntityId
+    from privilog.engine.world import Grant
 
     with pytest.raises(WorldError, match="follows the store"):
         deployment.authorizer.grant("user:root", [Grant("user:x", "ADMIN", EntityId.parse("namespace:sales"))])

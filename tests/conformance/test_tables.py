@@ -29,9 +29,8 @@ from pathlib import Path
 
 import pytest
 
-import dsl
 import privilog
-from privilog import EntityId
+from privilog import EntityId, dsl
 from privilog.testing.conformance import Bench
 from privilog.testing.table import (
     Need,

@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from privilog.dsl.check import strata
+from privilog.dsl.errors import PolicyError, PolicyErrors, PrivilogError
+from privilog.dsl.ir import Condition, Option, Requirement, Scope, Target
 
-import dsl
-from dsl.check import strata
-from dsl.errors import PolicyError, PolicyErrors, PrivilogError
-from dsl.ir import Condition, Option, Requirement, Scope, Target
+from privilog import dsl
 
 ROOT = Path(__file__).resolve().parents[2]
 FILE = "checks.policy"
@@ -436,7 +436,7 @@ def test_missing_dot_at_the_end_of_the_file_has_the_hint() -> None:
 
 
 _STRATIFY = """\
-import dsl
+from privilog import dsl
 try:
     dsl.parse_policy("relation node(n)\\nwin(X) :- node(X), not lose(X).\\nlose(X) :- node(X), not win(X).\\n",
                      include_prelude=False)
@@ -468,8 +468,8 @@ def test_a_rule_joins_at_most_sixteen_relations() -> None:
 
 
 def test_a_rule_of_sixteen_joins_compiles_and_answers() -> None:
-    from engine.authorizer import Authorizer
-    from engine.world import World
+    from privilog.engine.authorizer import Authorizer
+    from privilog.engine.world import World
 
     n = 16
     body = ", ".join(f"member_of(X{i}, X{i + 1})" for i in range(n))

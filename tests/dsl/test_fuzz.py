@@ -26,9 +26,9 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.lark import from_lark
 from lark import Lark
+from privilog.dsl.errors import PolicyError, PolicyErrors, PrivilogError
 
-import dsl
-from dsl.errors import PolicyError, PolicyErrors, PrivilogError
+from privilog import dsl
 
 ROOT = Path(__file__).resolve().parents[2]
 FILE = "fuzz.policy"

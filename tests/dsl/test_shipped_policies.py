@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import dsl
+from privilog import dsl
 
 SHIPPED = sorted(dsl.rules_dir().glob("*.policy"))
 

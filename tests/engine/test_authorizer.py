@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from privilog.engine.authorizer import Authorizer
+from privilog.engine.decision import GrantChange, MembershipChange
+from privilog.engine.ids import EntityId
+from privilog.engine.world import World
 
-import dsl
 import privilog
-from engine.authorizer import Authorizer
-from engine.decision import GrantChange, MembershipChange
-from engine.ids import EntityId
-from engine.world import World
+from privilog import dsl
 
 
 def test_unknown_operation_is_an_error_not_a_deny() -> None:

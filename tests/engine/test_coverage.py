@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import pytest
+from privilog.engine.authorizer import Authorizer
+from privilog.engine.coverage import deriving_rules
+from privilog.engine.who import who
+from privilog.engine.world import world_from_data
 
-import dsl
 import privilog
-from engine.authorizer import Authorizer
-from engine.coverage import deriving_rules
-from engine.who import who
-from engine.world import world_from_data
+from privilog import dsl
 
 BACKENDS = ["pydatalog", "compiled"]
 WORLD = {

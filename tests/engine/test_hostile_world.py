@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from privilog.dsl.errors import PrivilogError
+from privilog.dsl.files import POLICY_BYTES_VAR, WORLD_BYTES_VAR
+from privilog.engine.formats import Unreadable, load_document
+from privilog.engine.ids import EntityId, IdError
+from privilog.engine.world import Grant, NotAnAdmin, World, WorldError, load_world, parse_world, save_world
 
 import privilog
-from dsl.errors import PrivilogError
-from dsl.files import POLICY_BYTES_VAR, WORLD_BYTES_VAR
-from engine.formats import Unreadable, load_document
-from engine.ids import EntityId, IdError
-from engine.world import Grant, NotAnAdmin, World, WorldError, load_world, parse_world, save_world
 
 ACTIONS = ("READ", "WRITE", "EXECUTE", "ADMIN")
 
@@ -120,7 +120,7 @@ def test_a_world_larger_than_the_limit_is_refused(tmp_path: Path, monkeypatch: p
 
 
 def test_a_policy_larger_than_the_limit_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import dsl
+    from privilog import dsl
 
     path = tmp_path / "p.policy"
     path.write_text("policy p\nactions READ\nentity namespace\n" + "# padding\n" * 100)

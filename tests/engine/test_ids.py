@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from engine.ids import EntityId, IdError, parse_principal
+from privilog.engine.ids import EntityId, IdError, parse_principal
 
 
 @pytest.mark.parametrize(

@@ -10,15 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from privilog.engine.authorizer import Authorizer
+from privilog.engine.backends.pydatalog import _DOWN, _THROUGH, top_down
+from privilog.engine.compiled.backend import CompiledBackend
+from privilog.engine.decision import GrantChange, MembershipChange
+from privilog.engine.ids import EntityId
+from privilog.engine.program import compile_policy
 
-import dsl
 import privilog
-from engine.authorizer import Authorizer
-from engine.backends.pydatalog import _DOWN, _THROUGH, top_down
-from engine.compiled.backend import CompiledBackend
-from engine.decision import GrantChange, MembershipChange
-from engine.ids import EntityId
-from engine.program import compile_policy
+from privilog import dsl
 from privilog.render.explain import render_decision
 
 DATASET = "dataset:ns1.d"

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from privilog.engine.ids import EntityId
+from privilog.engine.world import Grant, NotAnAdmin, WorldError, load_world, parse_world
 
 import privilog
-from engine.ids import EntityId
-from engine.world import Grant, NotAnAdmin, WorldError, load_world, parse_world
 
 ACTIONS = ("READ", "WRITE", "EXECUTE", "ADMIN")
 

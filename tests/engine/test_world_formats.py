@@ -13,9 +13,9 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from privilog.engine.formats import _NotSimple, _Subset, load_document
+from privilog.engine.world import World, WorldError, _PlainReader, load_world, parse_located, parse_world, save_world
 
-from engine.formats import _NotSimple, _Subset, load_document
-from engine.world import World, WorldError, _PlainReader, load_world, parse_located, parse_world, save_world
 from privilog.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from engine.ids import EntityId
-from engine.world import Grant, World, load_world, save_world
+from privilog.engine.ids import EntityId
+from privilog.engine.world import Grant, World, load_world, save_world
 
 ACTIONS = ("READ", "WRITE", "EXECUTE", "ADMIN")
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-import dsl
-from dsl.errors import PrivilogError
+from privilog import dsl
+from privilog.dsl.errors import PrivilogError
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent / "errors"

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from engine.world import World
-from proofs.findings import Report
-from proofs.load import ProvedPolicy, parse_proved
-from proofs.prover import prove
+from privilog.engine.world import World
+from privilog.proofs.findings import Report
+from privilog.proofs.load import ProvedPolicy, parse_proved
+from privilog.proofs.prover import prove
 
 HEADER = """policy {name}
 actions READ, WRITE, EXECUTE, ADMIN
@@ -42,7 +42,7 @@ def prelude_unchecked() -> Iterator[None]:
     No policy that loads can do it; the prover is still tested on such policies, as the
     broken worlds a careless change to the prelude itself, or to the check, would make.
     """
-    checks = importlib.import_module("dsl.check")  # `dsl.check` is also the name of its function
+    checks = importlib.import_module("privilog.dsl.check")  # `dsl.check` is also the name of its function
     saved = checks.PASSES
     checks.PASSES = tuple(p for p in saved if p[0] != "prelude")
     try:

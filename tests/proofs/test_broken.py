@@ -12,14 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from privilog.engine.authorizer import Authorizer
+from privilog.engine.ids import EntityId
+from privilog.engine.world import Grant, World
+from privilog.proofs.findings import Counterexample
+from privilog.proofs.prover import prove
 from proof_policies import SOUND, broken, prelude_unchecked, proved, run
 
-import dsl
-from engine.authorizer import Authorizer
-from engine.ids import EntityId
-from engine.world import Grant, World
-from proofs.findings import Counterexample
-from proofs.prover import prove
+from privilog import dsl
 
 PROMISES = {
     "default_deny",

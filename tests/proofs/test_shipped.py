@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from privilog.proofs.load import shipped_policies
 
 from privilog.cli import main
 from privilog.render.proofs import promise_table
-from proofs.load import shipped_policies
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "README.md"

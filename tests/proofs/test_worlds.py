@@ -5,13 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from privilog.engine.ids import EntityId
+from privilog.engine.world import Grant
+from privilog.proofs.load import load_proved
+from privilog.proofs.prover import Prover
+from privilog.proofs.worlds import REQUESTER, Point, build_cases, space_for
 from proof_policies import SOUND, broken, proved, run
-
-from engine.ids import EntityId
-from engine.world import Grant
-from proofs.load import load_proved
-from proofs.prover import Prover
-from proofs.worlds import REQUESTER, Point, build_cases, space_for
 
 
 def _space(name: str, label: str, max_entities: int = 1):  # type: ignore[no-untyped-def]
@@ -96,9 +95,9 @@ def test_the_reduced_search_agrees_with_the_full_one(body: str) -> None:
 
 
 def test_a_bound_too_large_for_a_case_falls_back_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    import proofs.prover
+    from privilog.proofs import prover
 
-    monkeypatch.setattr(proofs.prover, "WORLD_LIMIT", 8)
+    monkeypatch.setattr(prover, "WORLD_LIMIT", 8)
     report = run(SOUND, max_entities=2)
     assert report.notes and all("checked up to 1 of each kind" in n for n in report.notes)
     assert broken(report) == {}

@@ -21,9 +21,9 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from oracle import ACTIONS, OracleWorld, ancestors, entity_type, load_table
+from privilog.engine.decision import GrantChange
 
 import privilog
-from engine.decision import GrantChange
 from privilog.api import load_world_for
 
 TABLE = load_table()

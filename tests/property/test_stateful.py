@@ -42,14 +42,14 @@ import pytest
 from hypothesis import HealthCheck, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, initialize, invariant, rule
+from privilog.dsl.check import dependency_graph
+from privilog.dsl.ir import Policy
+from privilog.engine.authorizer import Authorizer, RequestError
+from privilog.engine.decision import Request
+from privilog.engine.ids import EntityId
+from privilog.engine.world import Grant
 
-import dsl
-from dsl.check import dependency_graph
-from dsl.ir import Policy
-from engine.authorizer import Authorizer, RequestError
-from engine.decision import Request
-from engine.ids import EntityId
-from engine.world import Grant
+from privilog import dsl
 from privilog.api import load_world_for
 
 # The reference first: a disagreement is reported as what the others answer instead.
@@ -167,7 +167,7 @@ def load(name: str, folder: Path) -> Policy:
     path.write_text(EXTENDED[name].lstrip(), encoding="utf-8")
     # Rules for the prelude's relations are refused in a policy (issue 18); the backends must
     # still agree on them, so these are loaded with that one check turned off.
-    checks = importlib.import_module("dsl.check")  # `dsl.check` is also the name of its function
+    checks = importlib.import_module("privilog.dsl.check")  # `dsl.check` is also the name of its function
     saved = checks.PASSES
     checks.PASSES = tuple(p for p in saved if p[0] != "prelude")
     try:

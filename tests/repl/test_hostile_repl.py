@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from privilog.dsl.check import prelude_relations
 
-from dsl.check import prelude_relations
 from privilog.repl import Session
 
 ROOT = Path(__file__).resolve().parents[2]

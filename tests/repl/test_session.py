@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from privilog.engine import query as engine_query
 
-import engine.query
 import privilog.render.query
 from privilog.repl import session as repl
 from privilog.repl.session import COMMANDS, Session
@@ -258,7 +258,7 @@ def test_a_query_may_span_lines_and_notes_an_action_written_as_a_variable(sessio
 
 
 def test_a_large_answer_is_cut(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine.query, "MAX_BINDINGS", 3)
+    monkeypatch.setattr(engine_query, "MAX_BINDINGS", 3)
     monkeypatch.setattr(privilog.render.query, "MAX_ROWS_SHOWN", 2)
     assert session.one_shot("?- grant(P, A, E).").splitlines()[-1] == "(stopped after 3 rows, the first 2 shown)"
 

@@ -9,7 +9,7 @@ import signal
 import time
 from pathlib import Path
 
-import dsl
+from privilog import dsl
 from privilog.serve import cdap, routes
 
 READ = {"principal": "user:alice", "operation": "dataset.read", "entity": "dataset:ns1.ds"}

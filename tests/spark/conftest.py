@@ -31,9 +31,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-
-from dsl.ir import Param, Policy
-from engine.ids import EntityId
+from privilog.dsl.ir import Param, Policy
+from privilog.engine.ids import EntityId
 
 with warnings.catch_warnings(), contextlib.suppress(ImportError):
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -50,7 +49,7 @@ DRIVER_MEMORY = "4g"  # with 2g, a tiny deployment with every relation in Spark 
 def spark() -> Iterator[SparkSession]:
     """The one SparkSession of the test run."""
     pytest.importorskip("pyspark")
-    from engine.spark.session import make_session
+    from privilog.engine.spark.session import make_session
 
     session = make_session(partitions=PARTITIONS, driver_memory=DRIVER_MEMORY, app_name="privilog-tests")
     yield session

@@ -37,19 +37,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from privilog.dsl.ir import Policy
+from privilog.engine.authorizer import RequestError
+from privilog.engine.decision import Decision
+from privilog.engine.ids import EntityId
 
-import dsl
 import privilog
-from dsl.ir import Policy
-from engine.authorizer import RequestError
-from engine.decision import Decision
-from engine.ids import EntityId
+from privilog import dsl
 
 if TYPE_CHECKING:
     from conftest import Batch, Case
+    from privilog.engine.spark.evaluate import SparkEngine
     from pyspark.sql import DataFrame, SparkSession
 
-    from engine.spark.evaluate import SparkEngine
     from privilog.pipeline.inputs import Deployment
 
 pytest.importorskip("pyspark")
@@ -85,8 +85,9 @@ def _frames(spark: SparkSession, batch: Batch) -> dict[str, DataFrame]:
 
 
 def _deployment(spark: SparkSession, policy: Policy, frames: dict[str, DataFrame]) -> tuple[SparkEngine, Deployment]:
-    from engine.program import compile_policy
-    from engine.spark.evaluate import SparkEngine
+    from privilog.engine.program import compile_policy
+    from privilog.engine.spark.evaluate import SparkEngine
+
     from privilog.pipeline.inputs import Vocabulary, load_deployment
     from privilog.pipeline.tables import Progress
 

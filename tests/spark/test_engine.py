@@ -22,12 +22,12 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from privilog.engine.authorizer import Authorizer, RequestError
+from privilog.engine.backends.pydatalog import PyDatalogBackend
+from privilog.engine.facts import world_facts
+from privilog.engine.program import Program, Row, compile_policy
 
-import dsl
-from engine.authorizer import Authorizer, RequestError
-from engine.backends.pydatalog import PyDatalogBackend
-from engine.facts import world_facts
-from engine.program import Program, Row, compile_policy
+from privilog import dsl
 from privilog.api import load_world_for
 
 if TYPE_CHECKING:
@@ -71,8 +71,8 @@ def answers(
     program: Program, facts: Mapping[str, set[Row]], spark: SparkSession, settings: Mapping[str, Any]
 ) -> tuple[dict[str, set[Row]], dict[str, set[Row]]]:
     """Every derived relation, from the reference backend and from the Spark backend."""
-    from engine.spark.backend import SparkBackend
-    from engine.spark.evaluate import EngineSettings
+    from privilog.engine.spark.backend import SparkBackend
+    from privilog.engine.spark.evaluate import EngineSettings
 
     reference = PyDatalogBackend(program)
     candidate = SparkBackend(program, spark, EngineSettings(**settings))
@@ -179,9 +179,8 @@ STRINGS = [
 
 
 def test_the_driver_encodes_as_spark_does(spark: SparkSession) -> None:
+    from privilog.engine.spark.encoding import xxhash64
     from pyspark.sql import functions as F
-
-    from engine.spark.encoding import xxhash64
 
     frame = spark.createDataFrame([(i, s) for i, s in enumerate(STRINGS)], "i int, value string")
     codes = {row["i"]: row["code"] for row in frame.select("i", F.xxhash64("value").alias("code")).collect()}
@@ -190,7 +189,7 @@ def test_the_driver_encodes_as_spark_does(spark: SparkSession) -> None:
 
 
 def test_a_dictionary_refuses_two_strings_with_one_code(monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.spark import encoding
+    from privilog.engine.spark import encoding
 
     dictionary = encoding.Dictionary(["namespace:ns1", "namespace:ns1"])  # the same string twice is one
     assert len(dictionary) == 1

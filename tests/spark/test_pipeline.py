@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from privilog.engine.authorizer import Authorizer, RequestError
 
 import privilog
-from engine.authorizer import Authorizer, RequestError
 from privilog.cli import main
 from privilog.pipeline.generate import TABLES, table_path
 

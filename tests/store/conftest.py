@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from privilog.dsl.ir import Policy
 
-import dsl
-from dsl.ir import Policy
+from privilog import dsl
 from privilog.store import open_store
 from privilog.store.sql import SqlStore
 

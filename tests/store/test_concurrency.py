@@ -7,8 +7,8 @@ import threading
 from typing import Any
 
 import pytest
+from privilog.engine.world import NotAnAdmin
 
-from engine.world import NotAnAdmin
 from privilog.store import Change, open_store
 from privilog.store.sql import SqlStore
 

@@ -7,7 +7,7 @@ import time
 import psycopg
 import pytest
 
-import dsl
+from privilog import dsl
 from privilog.store import StoreError, open_store
 from privilog.store.deployment import Deployment
 from privilog.store.postgres import PostgresStore, redact

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from privilog.dsl.ir import Policy
 
-from dsl.ir import Policy
 from privilog.store import open_store
 from privilog.store.deployment import Deployment
 from tests.store.random_changes import ACTIONS, random_change, state
