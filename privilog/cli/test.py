@@ -1,8 +1,9 @@
 """``privilog test``: run scenario files, or report how each policy conforms to its table.
 
 Registered into the ``privilog`` command line by ``register(sub)``. Exit 0 when every
-case (and every row, with ``--report``) passes, 1 when any fails; bad input (a scenario
-that cannot be read, a bad ``-k``) raises, and the command line turns it into exit 2.
+case (and every row, with ``--report``) passes, 1 when any fails, 2 when a case or a
+scenario file could not be run (each is reported as an error and the rest still run);
+a bad command line (a bad ``-k``) raises, and the command line turns it into exit 2.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from privilog.usage import EXIT_DENY, EXIT_OK, UsageError
+from privilog.usage import EXIT_BAD_INPUT, EXIT_DENY, EXIT_OK, UsageError
 
 DESCRIPTION = (
     'Run scenario files (README, "Scenario files"): print each failing case as FILE:LINE:COL: FAIL NAME: WHY, '
-    "then `N passed, M failed`. With --report, check every policy in rules/ against its conformance table "
-    "and print covered and passing rows. Exit 0 when everything passes, 1 when a case or a row fails, "
-    "2 on bad input."
+    "then `N passed, M failed` (and `K errors`: cases that could not be run, such as a malformed id, each "
+    "reported as FILE:LINE:COL: ERROR NAME: WHY while the other cases still run). With --report, check "
+    "every policy in rules/ against its conformance table and print covered and passing rows. "
+    "Exit 0 when everything passes, 1 when a case or a row fails, 2 when a case could not be run or on bad input."
 )
 SCENARIO_ONLY = ("verbose", "select", "json", "junit_xml", "coverage")
 
@@ -97,6 +99,8 @@ def _scenarios(args: argparse.Namespace) -> int:
         print(json.dumps(run_json(run)))
     else:
         print("\n".join(render_text(run, args.verbose)))
+    if run.errors:
+        return EXIT_BAD_INPUT  # some cases could not be run: bad input, after running every other case
     return EXIT_OK if run.failed == 0 else EXIT_DENY
 
 

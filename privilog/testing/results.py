@@ -4,7 +4,8 @@ JUnit XML follows the shape CI systems read (Jenkins, GitLab, GitHub's test repo
 one ``<testsuites>`` with the totals, a ``<testsuite>`` per scenario file, a
 ``<testcase>`` per case run (``classname`` the file, ``name`` the case, ``file`` and
 ``line`` where it is written, ``time`` in seconds), and a ``<failure>`` in each failed
-case whose ``message`` is the reason and whose text is the whole failure line.
+case whose ``message`` is the reason and whose text is the whole failure line; a case that could not
+be run (bad input) has an ``<error>`` instead.
 Cases left out by ``-k`` are not written, as pytest does.
 """
 
@@ -44,6 +45,7 @@ def run_json(run: Run) -> dict[str, Any]:
         "totals": {
             "passed": run.passed,
             "failed": run.failed,
+            "errors": run.errors,
             "deselected": run.deselected,
             "seconds": round(run.seconds, 6),
         },
@@ -60,7 +62,7 @@ def junit_xml(run: Run) -> str:
         name="privilog test",
         tests=str(len(run.results)),
         failures=str(run.failed),
-        errors="0",
+        errors=str(run.errors),
         time=f"{run.seconds:.6f}",
     )
     by_file: dict[str, list[CaseResult]] = {}
@@ -72,8 +74,8 @@ def junit_xml(run: Run) -> str:
             "testsuite",
             name=file,
             tests=str(len(results)),
-            failures=str(sum(not r.passed for r in results)),
-            errors="0",
+            failures=str(sum(not r.passed and not r.error for r in results)),
+            errors=str(sum(r.error for r in results)),
             skipped="0",
             time=f"{sum(r.seconds for r in results):.6f}",
         )
@@ -87,7 +89,10 @@ def junit_xml(run: Run) -> str:
                 line=str(result.line_number),
                 time=f"{result.seconds:.6f}",
             )
-            if not result.passed:
+            if result.error:
+                error = ET.SubElement(case, "error", message=result.detail, type="bad input")
+                error.text = result.line()
+            elif not result.passed:
                 failure = ET.SubElement(case, "failure", message=result.detail, type="expectation")
                 failure.text = result.line()
     ET.indent(suites)

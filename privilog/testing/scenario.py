@@ -27,7 +27,7 @@ from privilog.testing.expect import Judge, mapping
 from privilog.testing.select import Selection
 
 CASE_KEYS = ("name", "request", "expect", "world", "grants", "members", "entities")
-PASSED, FAILED = "passed", "failed"
+PASSED, FAILED, ERROR = "passed", "failed", "error"
 
 
 class ScenarioError(PrivilogError):
@@ -38,17 +38,22 @@ class ScenarioError(PrivilogError):
 
 @dataclass(frozen=True)
 class CaseResult:
-    """One case run: where it is written (``file:line:col``), its name, passed or failed and why, its time."""
+    """One case run: where it is written (``file:line:col``), its name, passed or failed and why, its time.
+
+    A case that could not be run (its request, world or expectation is bad input) is an ``error``:
+    ``detail`` is privilog's message for it, and the other cases still run.
+    """
 
     where: str
     name: str
     passed: bool
     detail: str = ""
     seconds: float = 0.0
+    error: bool = False
 
     @property
     def status(self) -> str:
-        return PASSED if self.passed else FAILED
+        return ERROR if self.error else PASSED if self.passed else FAILED
 
     @property
     def file(self) -> str:
@@ -63,7 +68,7 @@ class CaseResult:
         took = f" ({self.seconds * 1000:.1f} ms)" if timed else ""
         if self.passed:
             return f"{self.where}: PASS {self.name}{took}"
-        return f"{self.where}: FAIL {self.name}{took}: {self.detail}"
+        return f"{self.where}: {'ERROR' if self.error else 'FAIL'} {self.name}{took}: {self.detail}"
 
 
 @dataclass
@@ -80,15 +85,21 @@ class Run:
 
     @property
     def failed(self) -> int:
-        return len(self.results) - self.passed
+        return sum(not r.passed and not r.error for r in self.results)
+
+    @property
+    def errors(self) -> int:
+        return sum(r.error for r in self.results)
 
     @property
     def seconds(self) -> float:
         return sum(r.seconds for r in self.results)
 
     def summary(self) -> str:
-        """``N passed, M failed``, and how many ``-k`` left out when it left any out."""
+        """``N passed, M failed``, ``K errors`` when some could not run, and how many ``-k`` left out."""
         text = f"{self.passed} passed, {self.failed} failed"
+        if self.errors:
+            text += f", {self.errors} error" + ("s" if self.errors != 1 else "")
         return text + (f", {self.deselected} deselected" if self.deselected else "")
 
 
@@ -113,6 +124,15 @@ class ScenarioRunner:
         return self._policies[path]
 
     def run(self, path: Path) -> Iterator[CaseResult]:
+        """Each case's result; a file that cannot be run at all is one error, and the next file runs."""
+        try:
+            yield from self._run(path)
+        except PrivilogError as error:
+            result = CaseResult(f"{path}:1:1", path.name, False, str(error), error=True)
+            self.run_state.results.append(result)
+            yield result
+
+    def _run(self, path: Path) -> Iterator[CaseResult]:
         text = read_world_text(path, "scenario")
         root = compose(text, str(path))
         if root is None:
@@ -159,25 +179,30 @@ class ScenarioRunner:
         base: Path,
         coverage: PolicyCoverage | None,
     ) -> CaseResult | None:
-        fields = mapping(case, "a case", CASE_KEYS)
-        name = str(fields["name"].value) if "name" in fields else f"case {number}"
-        if "request" not in fields or "expect" not in fields:
-            raise _fail(case, f"{name}: a case needs `request:` and `expect:`")
+        name = f"case {number}"
+        if isinstance(case.value, dict) and isinstance(case.value.get("name"), Located):
+            name = str(case.value["name"].value)
         if self.select is not None and not self.select(name):
             return None
-        world = self._case_world(fields, base_world, reader, base)
-        authorizer.world = world
-        authorizer.refresh()
+        started = time.perf_counter()
         try:
-            started = time.perf_counter()
+            fields = mapping(case, "a case", CASE_KEYS)
+            if "request" not in fields or "expect" not in fields:
+                raise _fail(case, f"{name}: a case needs `request:` and `expect:`")
+            world = self._case_world(fields, base_world, reader, base)
+            authorizer.world = world
+            authorizer.refresh()
             verdict = Judge(authorizer).judge(fields["request"], fields["expect"])
             took = time.perf_counter() - started
             if coverage is not None:
                 coverage.record(authorizer, verdict.requests)
             return CaseResult(case.where, name, verdict.passed, verdict.message, took)
+        except PrivilogError as error:  # this case is bad input: said as its error, and the next case runs
+            return CaseResult(case.where, name, False, str(error), time.perf_counter() - started, error=True)
         finally:
-            authorizer.world = base_world
-            authorizer.refresh()
+            if authorizer.world is not base_world:
+                authorizer.world = base_world
+                authorizer.refresh()
 
     def _case_world(self, fields: dict[str, Located], base_world: World, reader: WorldReader, base: Path) -> World:
         world = self._world(fields["world"], reader, base) if "world" in fields else base_world

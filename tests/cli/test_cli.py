@@ -185,12 +185,64 @@ def test_test_command_reports_failures_and_counts(tmp_path: Path, capsys: pytest
     assert lines[0].startswith(f"{scenario}:7:5: FAIL wrongly expects write: expected allow, got DENY")
 
 
-def test_test_command_rejects_a_bad_scenario_with_a_location(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_test_command_reports_a_bad_case_as_an_error_with_a_location(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     scenario = tmp_path / "s.yaml"
     scenario.write_text("cases:\n  - request: {principal: user:a, operation: dataset.read, entity: dataset:ns1.ds}\n    expect: alow\n")
-    code, _, err = run(capsys, "test", str(scenario))
+    code, out, err = run(capsys, "test", str(scenario))
+    assert code == 2 and err == ""
+    first, summary = out.strip().splitlines()
+    assert first == f"{scenario}:2:5: ERROR case 1: {scenario}:3:13: " + first.split(":3:13: ", 1)[1]
+    assert first.split(":3:13: ", 1)[1].startswith("expect is `allow`, `deny`")
+    assert summary == "0 passed, 0 failed, 1 error"
+
+
+BAD_CASES = """\
+policy: cdap
+world: {entities: [dataset:ns1.ds], grants: [[user:a, READ, dataset:ns1.ds]]}
+cases:
+  - name: reads
+    request: {principal: user:a, operation: dataset.read, entity: dataset:ns1.ds}
+    expect: allow
+  - name: a malformed id
+    request: {principal: user:a, operation: dataset.read, entity: "dataset:ns1.d s"}
+    expect: deny
+  - name: an unknown action in its grants
+    request: {principal: user:a, operation: dataset.read, entity: dataset:ns1.ds}
+    grants: [[user:a, RAED, dataset:ns1.ds]]
+    expect: allow
+  - name: wrongly expects write
+    request: {principal: user:a, operation: dataset.write, entity: dataset:ns1.ds}
+    expect: allow
+  - name: still runs after them
+    request: {principal: user:b, operation: dataset.read, entity: dataset:ns1.ds}
+    expect: deny
+"""
+
+
+def test_the_other_cases_and_files_run_after_a_bad_case_and_a_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(BAD_CASES)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("policy: no-such-policy\ncases: []\n")
+    report = tmp_path / "junit.xml"
+    code, out, _ = run(capsys, "test", str(broken), str(scenario), "--junit-xml", str(report))
     assert code == 2
-    assert err.startswith(f"privilog: {scenario}:3:13: expect is `allow`, `deny`")
+    lines = out.strip().splitlines()
+    assert lines[-1] == "2 passed, 1 failed, 3 errors"
+    assert lines[0].startswith(f"{broken}:1:1: ERROR broken.yaml: ") and "no-such-policy" in lines[0]
+    assert lines[1].startswith(f"{scenario}:7:5: ERROR a malformed id: ")
+    assert lines[2].startswith(f"{scenario}:10:5: ERROR an unknown action in its grants: ") and "RAED" in lines[2]
+    assert lines[3].startswith(f"{scenario}:14:5: FAIL wrongly expects write: expected allow, got DENY")
+    import xml.etree.ElementTree as ET
+
+    suites = ET.parse(report).getroot()
+    assert (suites.get("tests"), suites.get("failures"), suites.get("errors")) == ("6", "1", "3")  # five cases and the file that could not run
+    assert len(suites.findall(".//error")) == 3 and len(suites.findall(".//failure")) == 1
+
+    code, out, _ = run(capsys, "test", str(scenario), "--json")
+    cases = json.loads(out)["cases"]
+    assert [c["status"] for c in cases] == ["passed", "error", "error", "failed", "passed"]
+    assert json.loads(out)["totals"]["errors"] == 2
 
 
 def test_shipped_scenarios_pass(capsys: pytest.CaptureFixture[str]) -> None:

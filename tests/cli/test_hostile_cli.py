@@ -41,8 +41,10 @@ def test_devices_fifos_and_folders_are_refused_everywhere(tmp_path: Path, capsys
     os.mkfifo(fifo)
     assert "not a regular file" in refused(capsys, *CHECK, "--world", "/dev/zero")
     assert "not a regular file" in refused(capsys, *CHECK, "--world", str(fifo))
-    assert "not a regular file" in refused(capsys, "test", "/dev/zero")
-    assert "not a regular file" in refused(capsys, "test", str(fifo))
+    for scenario in ("/dev/zero", str(fifo)):  # a scenario file that cannot be run is that file's error
+        code, out, err = run(capsys, "test", scenario)
+        assert code == 2 and err == ""
+        assert "ERROR" in out and "not a regular file" in out and out.strip().endswith("0 passed, 0 failed, 1 error")
     assert "no policy" in refused(capsys, *CHECK, "--policy", "/dev/zero")
     assert "no world tables here" in refused(capsys, *CHECK, "--world", str(tmp_path / "..") + "/" + tmp_path.name)
 
