@@ -64,6 +64,7 @@ class Authorizer:
         self.policy = policy
         self.world = world if world is not None else World()
         self.program: Program = compile_policy(policy)
+        self.backend_name = backend
         self.backend: Backend = make_backend(backend, self.program)
         self._facts: dict[str, set[Row]] = {}
         self._operations = {op.qualified: op for op in policy.operations}

@@ -286,10 +286,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Commands that live in their own modules register themselves here; each module's
     # `register(sub)` adds its parsers with `set_defaults(run=...)`.
-    from privilog.cli import ask, prove
+    from privilog.cli import ask, prove, unused
 
     ask.register(sub)
     prove.register(sub)
+    unused.register(sub)
     text = "an interactive session: check, why, whynot, list, who, Datalog queries, grants, rules"
     p = sub.add_parser("repl", help=text, description=text + " (type `help` inside)")
     p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")

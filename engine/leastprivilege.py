@@ -1,0 +1,260 @@
+"""Least privilege: which grants an access log never used, and a set that can all go together.
+
+From the needs of each allowed request (:mod:`engine.justify`: sets of grants, keep one of each):
+
+* **unused** grants serve no need: no allowed request of the log could have used them;
+* **sole** grants are a need by themselves: some allowed request would be denied without them;
+* the **recommended removals** are every grant outside a *keep set* that meets every need. The
+  smallest keep set is a minimum hitting set (the dual of set cover, NP-hard). Sole grants are
+  kept first, and a need that contains a smaller one is dropped. The rest splits into parts that
+  share no grant (usually one per principal and place). A part with at most ``EXACT_LIMIT``
+  candidate grants is solved exactly (branch and bound: branch on the grants of the need with
+  fewest, prune with the best keep set so far, starting from greedy's); a larger one by the
+  greedy method: keep, one at a time, the grant meeting the most needs still unmet, ties broken
+  by the grant's text so a run repeats. Greedy's keep set is at most H(d) = 1 + 1/2 + ... + 1/d
+  times the smallest, d being the most needs one grant meets (Chvátal 1979); the report says
+  which method ran and, for greedy, that bound.
+
+Denied requests are counted, never used to keep a grant: removing grants never allows what was
+denied (the policies are monotonic in grants), so a recommendation cannot hide a refusal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from privilog.engine.authorizer import Authorizer
+from privilog.engine.decision import Request
+from privilog.engine.justify import Justified, Need
+from privilog.engine.world import Grant, World
+
+EXACT_LIMIT = 24  # candidates for the exact search; beyond, greedy
+EXAMPLES = 3  # requests shown for a sole grant
+
+
+@dataclass(frozen=True)
+class Sole:
+    """A grant some allowed requests cannot do without: how many, and a few of them."""
+
+    grant: Grant
+    requests: int
+    examples: tuple[Request, ...]
+
+
+@dataclass(frozen=True)
+class PrincipalUse:
+    """What one principal (user, group or role) holds by its own grants, and how much of it the log used."""
+
+    principal: str
+    held: int
+    used: int
+    unused: int
+    requests: int  # requests it made (0 for a group or role)
+
+
+@dataclass
+class Report:
+    """The least-privilege analysis of a world against an access log."""
+
+    grants: int
+    requests: int
+    allowed: int
+    denied: int
+    used: list[Grant]
+    unused: list[Grant]
+    sole: list[Sole]
+    removals: list[Grant]
+    method: str  # "exact" or "greedy"
+    bound: float | None  # greedy's approximation bound (H(d)); None when exact
+    principals: list[PrincipalUse]
+    inactive: list[str]  # users the world names that made no request
+    rejected: int = 0  # log rows that were not a request (set by whoever read the log)
+    window: tuple[str, str] | None = None  # the first and last timestamp of the log
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "grants": self.grants,
+            "used": len(self.used),
+            "unused": len(self.unused),
+            "sole": len(self.sole),
+            "recommended_removals": len(self.removals),
+            "method": self.method,
+            "bound": self.bound,
+            "requests": self.requests,
+            "allowed": self.allowed,
+            "denied": self.denied,
+            "rejected": self.rejected,
+        }
+
+
+def analyse(world: World, decided: Iterable[Justified], exact_limit: int = EXACT_LIMIT) -> Report:
+    """The report for ``world``'s grants over the decided requests of a log."""
+    grants = sorted(world.grants, key=_key)
+    needs: set[frozenset[Grant]] = set()
+    sole_requests: dict[Grant, list[Request]] = {}
+    made = Counter[str]()
+    requests = allowed = 0
+    for justified in decided:
+        requests += 1
+        made[justified.request.principal] += 1
+        if not justified.allowed:
+            continue
+        allowed += 1
+        sole_here: set[Grant] = set()
+        for need in justified.needs:
+            needs.add(need.grants)
+            if len(need.grants) == 1:
+                sole_here |= need.grants
+        for grant in sole_here:
+            sole_requests.setdefault(grant, []).append(justified.request)
+    used = {g for need in needs for g in need}
+    keep, method, bound = keep_set(needs, exact_limit)
+    sole = [Sole(g, len(rs), tuple(rs[:EXAMPLES])) for g, rs in sorted(sole_requests.items(), key=lambda i: _key(i[0]))]
+    return Report(
+        grants=len(grants),
+        requests=requests,
+        allowed=allowed,
+        denied=requests - allowed,
+        used=[g for g in grants if g in used],
+        unused=[g for g in grants if g not in used],
+        sole=sole,
+        removals=[g for g in grants if g not in keep],
+        method=method,
+        bound=bound,
+        principals=_principals(world, used, made),
+        inactive=sorted(p for p in world.principals() if p.startswith("user:") and not made[p]),
+    )
+
+
+def keep_set(needs: Iterable[frozenset[Grant]], exact_limit: int = EXACT_LIMIT) -> tuple[set[Grant], str, float | None]:
+    """A set of grants meeting every need (one grant of each), the method that chose it, greedy's bound.
+
+    Needs that share no grant are independent parts (usually one per principal and place); each
+    part is solved exactly when it has at most ``exact_limit`` candidate grants, else greedily.
+    The method is ``exact`` when every part was, else ``greedy`` with the bound of its worst part.
+    """
+    remaining = _minimal(set(needs))
+    keep = {next(iter(need)) for need in remaining if len(need) == 1}  # sole grants: no choice
+    remaining = [need for need in remaining if not need & keep]
+    bound: float | None = None
+    for part in _parts(remaining):
+        candidates = {g for need in part for g in need}
+        if len(candidates) <= exact_limit:
+            keep |= _exact(part)
+        else:
+            keep |= _greedy(part)
+            most = max(Counter(g for need in part for g in need).values())
+            bound = max(bound or 1.0, round(harmonic(most), 3))
+    return keep, ("exact" if bound is None else "greedy"), bound
+
+
+def _parts(needs: list[frozenset[Grant]]) -> list[list[frozenset[Grant]]]:
+    """The needs grouped into parts that share no grant (union-find over grants)."""
+    parent: dict[Grant, Grant] = {}
+
+    def root(g: Grant) -> Grant:
+        while parent.setdefault(g, g) != g:
+            parent[g] = parent[parent[g]]
+            g = parent[g]
+        return g
+
+    for need in needs:
+        first, *rest = need
+        for other in rest:
+            parent[root(other)] = root(first)
+    parts: dict[Grant, list[frozenset[Grant]]] = {}
+    for need in needs:
+        parts.setdefault(root(next(iter(need))), []).append(need)
+    return [parts[k] for k in sorted(parts, key=_key)]
+
+
+def _minimal(needs: set[frozenset[Grant]]) -> list[frozenset[Grant]]:
+    """The needs no smaller need is inside: keeping one of a smaller need keeps one of a larger."""
+    ordered = sorted(needs, key=len)
+    kept: list[frozenset[Grant]] = []
+    for need in ordered:
+        if not any(smaller <= need for smaller in kept):
+            kept.append(need)
+    return kept
+
+
+def _greedy(needs: Sequence[frozenset[Grant]]) -> set[Grant]:
+    keep: set[Grant] = set()
+    unmet = list(needs)
+    while unmet:
+        meets = Counter(g for need in unmet for g in need)
+        best = min(meets, key=lambda g: (-meets[g], _key(g)))
+        keep.add(best)
+        unmet = [need for need in unmet if best not in need]
+    return keep
+
+
+def _exact(needs: Sequence[frozenset[Grant]]) -> set[Grant]:
+    """The smallest set of candidates meeting every need (branch on the grants of an unmet need)."""
+    best: list[set[Grant]] = [set(_greedy(needs))]  # an upper bound to prune with
+
+    def search(unmet: list[frozenset[Grant]], chosen: set[Grant]) -> None:
+        if not unmet:
+            if len(chosen) < len(best[0]):
+                best[0] = set(chosen)
+            return
+        if len(chosen) + 1 >= len(best[0]):
+            return
+        need = min(unmet, key=len)  # the fewest ways to branch
+        for grant in sorted(need, key=_key):
+            chosen.add(grant)
+            search([n for n in unmet if grant not in n], chosen)
+            chosen.discard(grant)
+
+    search(list(needs), set())
+    return best[0]
+
+
+def verify(authorizer: Authorizer, removals: Iterable[Grant], allowed: Iterable[Request]) -> list[Request]:
+    """The requests allowed before that a copy of the world without ``removals`` denies (none, if sound).
+
+    Decided by a new authorizer (same policy and backend) over the copy: the whole log re-decided,
+    as ``privilog diff --world`` and the pipeline's ``impact`` compare decisions.
+    """
+    world = authorizer.world
+    gone = set(removals)
+    copy = World(
+        entities=set(world.entities),
+        grants={g for g in world.grants if g not in gone},
+        members=set(world.members),
+        admins=set(world.admins),
+        instance=world.instance,
+    )
+    after = Authorizer(authorizer.policy, copy, backend=authorizer.backend_name)
+    return [r for r in dict.fromkeys(allowed) if not after.decide(r)]
+
+
+def _principals(world: World, used: set[Grant], made: Counter[str]) -> list[PrincipalUse]:
+    by_holder: dict[str, list[Grant]] = {}
+    for grant in world.grants:
+        by_holder.setdefault(grant.principal, []).append(grant)
+    out = []
+    for principal in sorted(world.principals() | set(made)):
+        held = by_holder.get(principal, [])
+        in_use = sum(g in used for g in held)
+        out.append(PrincipalUse(principal, len(held), in_use, len(held) - in_use, made[principal]))
+    return out
+
+
+def _key(grant: Grant) -> tuple[str, str, str]:
+    return (grant.principal, str(grant.entity), grant.action)
+
+
+def harmonic(d: int) -> float:
+    """H(d), greedy's bound for a need-count of ``d``.
+
+    >>> round(harmonic(3), 3)
+    1.833
+    """
+    return math.fsum(1 / k for k in range(1, d + 1))
+
+
+__all__ = ["Need", "PrincipalUse", "Report", "Sole", "analyse", "harmonic", "keep_set", "verify"]
