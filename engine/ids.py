@@ -27,10 +27,14 @@ class IdError(OneLineError):
     """A malformed entity or principal id."""
 
 
-_PLAIN = r"[A-Za-z0-9_\-]+"
-_NAMESPACE = r"[A-Za-z0-9_]+"
-_DOTTED = r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]*"
-_KERBEROS = r"[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)?(@[A-Za-z0-9_.\-]+)?"
+# The name rules of CDAP 5.1's ids (co.cask.cdap.proto.id.EntityId and its subclasses): every id
+# CDAP accepts is accepted here, and nothing else.
+_PLAIN = r"[A-Za-z0-9_\-]+"  # application, program, schedule, stream (ENTITY_ID_PATTERN)
+_NAMESPACE = r"[A-Za-z0-9_]+"  # NamespaceId
+_ARTIFACT = r"[A-Za-z0-9_.\-]+"  # ArtifactId: dots too (split from the namespace at the first one)
+_DATASET = r"[A-Za-z0-9_.$\-]+"  # DatasetId, DatasetModuleId, DatasetTypeId: `$` for nested Java classes
+_SECURE_KEY = r"[a-z0-9_\-]+"  # SecureKeyId: lower case only
+_KERBEROS = r"[!-9;-~]+"  # KerberosPrincipalId: not validated by CDAP; here printable ASCII but blank and `:`
 
 PROGRAM_KINDS = ("mapreduce", "spark", "workflow", "service", "worker", "flow")
 
@@ -46,7 +50,7 @@ class _Shape:
 _SHAPES: dict[str, _Shape] = {
     "instance": _Shape(None, _PLAIN, "instance:cdap"),
     "namespace": _Shape("instance", _NAMESPACE, "namespace:ns1"),
-    "artifact": _Shape("namespace", rf"{_NAMESPACE}\.{_PLAIN}", "artifact:ns1.etl"),
+    "artifact": _Shape("namespace", rf"{_NAMESPACE}\.{_ARTIFACT}", "artifact:ns1.etl"),
     "application": _Shape("namespace", rf"{_NAMESPACE}\.{_PLAIN}", "application:ns1.app"),
     "program": _Shape(
         "application",
@@ -54,11 +58,11 @@ _SHAPES: dict[str, _Shape] = {
         "program:ns1.app.service.api",
     ),
     "schedule": _Shape("application", rf"{_NAMESPACE}\.{_PLAIN}\.{_PLAIN}", "schedule:ns1.app.nightly"),
-    "dataset": _Shape("namespace", rf"{_NAMESPACE}\.{_DOTTED}", "dataset:ns1.sales"),
-    "dataset_module": _Shape("namespace", rf"{_NAMESPACE}\.{_DOTTED}", "dataset_module:ns1.mod"),
-    "dataset_type": _Shape("namespace", rf"{_NAMESPACE}\.{_DOTTED}", "dataset_type:ns1.table"),
+    "dataset": _Shape("namespace", rf"{_NAMESPACE}\.{_DATASET}", "dataset:ns1.sales"),
+    "dataset_module": _Shape("namespace", rf"{_NAMESPACE}\.{_DATASET}", "dataset_module:ns1.mod"),
+    "dataset_type": _Shape("namespace", rf"{_NAMESPACE}\.{_DATASET}", "dataset_type:ns1.table"),
     "stream": _Shape("namespace", rf"{_NAMESPACE}\.{_PLAIN}", "stream:ns1.events"),
-    "securekey": _Shape("namespace", rf"{_NAMESPACE}\.{_PLAIN}", "securekey:ns1.password"),
+    "securekey": _Shape("namespace", rf"{_NAMESPACE}\.{_SECURE_KEY}", "securekey:ns1.password"),
     "kerberosprincipal": _Shape(None, _KERBEROS, "kerberosprincipal:alice@EXAMPLE.COM"),
 }
 _COMPILED = {name: re.compile(shape.pattern + r"\Z") for name, shape in _SHAPES.items()}
@@ -135,9 +139,9 @@ class EntityId(tuple[str, str]):
 
     @property
     def parts(self) -> tuple[str, ...]:
-        """The dotted parts of the name; dataset-like names keep their dots."""
+        """The dotted parts of the name; dataset-like and artifact names keep their dots."""
         kind, name = self
-        if kind in ("dataset", "dataset_module", "dataset_type"):
+        if kind in ("dataset", "dataset_module", "dataset_type", "artifact"):
             namespace, _, rest = name.partition(".")
             return (namespace, rest)
         if kind in ("kerberosprincipal", "instance", "namespace"):

@@ -66,3 +66,55 @@ def test_principals() -> None:
         parse_principal("alice")
     with pytest.raises(IdError, match="expected user:NAME"):
         parse_principal("team:eng")
+
+
+# ---- CDAP 5.1's name rules (issue 16): every id CDAP accepts, and only those ------------------------
+
+ACCEPTED_BY_CDAP = [
+    "dataset_type:ns1.co.cask.cdap.test.app.DummyApp$CustomDummyDataset",  # a nested Java class
+    "dataset_module:ns1.co.cask.cdap.test.app.DummyApp$Module",
+    "dataset:ns1.$queue",
+    "dataset:ns1..hidden",  # [$.a-zA-Z0-9_-]+ may start with a dot
+    "artifact:ns1.my.artifact-1.0",  # [.a-zA-Z0-9_-]+
+    "artifact:ns1..x",
+    "securekey:ns1.db-password_2",  # [a-z0-9_-]+
+    "kerberosprincipal:alice",  # not validated by CDAP
+    "kerberosprincipal:hdfs/host.example.com@EXAMPLE.COM",
+    "kerberosprincipal:svc+ci/h@R",
+    "application:ns1.my-app_2",
+    "stream:ns_1.clicks-2",
+    "program:ns1.app.spark.p-1",
+]
+REJECTED_BY_CDAP = [
+    "securekey:ns1.Password",  # upper case
+    "securekey:ns1.db.password",
+    "namespace:ns-1",  # [a-zA-Z0-9_]+
+    "application:ns1.app.v2",  # an application name has no dot
+    "stream:ns1.cl$cks",
+    "artifact:ns1.a$b",
+    "dataset:ns1.a b",
+    "dataset:ns1.",
+    "kerberosprincipal:alice smith",
+    "kerberosprincipal:a:b",
+    "kerberosprincipal:",
+]
+
+
+@pytest.mark.parametrize("text", ACCEPTED_BY_CDAP)
+def test_every_id_cdap_accepts_is_accepted(text: str) -> None:
+    entity = EntityId.parse(text)
+    assert str(entity) == text and EntityId(entity.type, entity.name) == entity
+
+
+@pytest.mark.parametrize("text", REJECTED_BY_CDAP)
+def test_an_id_cdap_rejects_is_rejected_with_one_line(text: str) -> None:
+    with pytest.raises(IdError) as raised:
+        EntityId.parse(text)
+    assert "\n" not in str(raised.value) and "expected the form" in str(raised.value)
+
+
+def test_artifact_names_split_at_the_first_dot_as_dataset_names_do() -> None:
+    artifact = EntityId.parse("artifact:ns1.my.artifact-1.0")
+    assert artifact.parts == ("ns1", "my.artifact-1.0")
+    assert str(artifact.parent()) == "namespace:ns1"
+    assert str(EntityId.parse("dataset_type:ns1.a.B$C").parent()) == "namespace:ns1"
