@@ -11,9 +11,9 @@ from __future__ import annotations
 import gc
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
 from contextlib import contextmanager
 from types import MappingProxyType
+from typing import Any
 
 from privilog.dsl.check import ancestor_types
 from privilog.dsl.errors import PrivilogError, article, did_you_mean
@@ -106,11 +106,13 @@ class Authorizer:
             self._granted(items)
         elif kind == "revoke":
             self._revoked(items)
-        elif kind in ("member.add", "member.remove"):
-            self._apply(*(({"member_of": set(items)}, {}) if kind == "member.add" else ({}, {"member_of": set(items)})))
-        elif kind in ("admin.add", "admin.remove"):
-            rows = {(a,) for a in items}
-            self._apply(*(({"admin": rows}, {}) if kind == "admin.add" else ({}, {"admin": rows})))
+        elif kind in ("member.add", "member.remove", "admin.add", "admin.remove"):
+            rows = set(items) if kind.startswith("member") else {(a,) for a in items}
+            changed: dict[str, set[Row]] = {"member_of" if kind.startswith("member") else "admin": rows}
+            if kind.endswith(".add"):
+                self._apply(changed, {})
+            else:
+                self._apply({}, changed)
         elif kind == "entity.add":
             for entity in items:
                 self._apply(self.inventory.facts(self.inventory.add(entity)), {})

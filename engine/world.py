@@ -312,26 +312,36 @@ class World:
             return 0
         file = following.file
         if file.identity() != following.seen or file.log_size() < following.end:
-            fresh = read_world_file(file, self.actions, self.path, str(self.path or file.path), locked)
-            assert fresh.following is not None
-            self.instance, self.entities, self.grants = fresh.instance, fresh.entities, fresh.grants
-            self.members, self.admins, self.source = fresh.members, fresh.admins, fresh.source
-            following.seen, following.end, following.lines = fresh.following.seen, fresh.following.end, fresh.following.lines
-            following.rereads += 1
-            self._tell("reload", [])
-            taken = -1
+            taken = self._read_again(following, locked)
         else:
             logged = file.read(following.end, following.lines + 1)
             for number, change in logged.changes:
                 self._tell(change.kind, self._apply(change, f"{file.log}:{number}"))
             following.end, following.lines = logged.end, following.lines + len(logged.changes)
             taken = len(logged.changes)
-        following.taken_in += max(taken, 0)
-        if taken and self.journal:
+            following.taken_in += taken
+        if taken and self.journal and not self._reapply_journal(following):
+            # a change given up was made here: start again from the file, with the rest on top
+            self._read_again(following, locked)
             self._reapply_journal(following)
         return taken
 
-    def _reapply_journal(self, following: Following) -> None:
+    def _read_again(self, following: Following, locked: bool) -> int:
+        """Read the file and its log anew, in place of this world's facts (the file was replaced)."""
+        file = following.file
+        fresh = read_world_file(file, self.actions, self.path, str(self.path or file.path), locked)
+        assert fresh.following is not None
+        self.instance, self.entities, self.grants = fresh.instance, fresh.entities, fresh.grants
+        self.members, self.admins, self.source = fresh.members, fresh.admins, fresh.source
+        read = fresh.following
+        following.seen, following.end, following.lines = read.seen, read.end, read.lines
+        following.rereads += 1
+        self._tell("reload", [])
+        return -1
+
+    def _reapply_journal(self, following: Following) -> bool:
+        """This world's unsaved changes made again, in order, on top of others'; False when one
+        was given up (its actor is no longer an admin)."""
         kept: list[Change] = []
         for change in self.journal or []:
             if not self.is_admin(change.actor):
@@ -339,7 +349,9 @@ class World:
                 continue
             self._tell(change.kind, self._apply(change, "<unsaved change>"))
             kept.append(change)
+        whole = len(kept) == len(self.journal or [])
         self.journal = kept
+        return whole
 
     def _tell(self, kind: str, items: list[Any]) -> None:
         if items or kind == "reload":
@@ -353,11 +365,10 @@ class World:
             values = _values(change, self.actions)
         except (IdError, TypeError, ValueError) as error:
             raise WorldError(f"{where}: {error}") from None
-        part: set[Any] = {
-            "grant": self.grants, "revoke": self.grants, "member.add": self.members, "member.remove": self.members,
-            "admin.add": self.admins, "admin.remove": self.admins, "entity.add": self.entities,
-            "entity.remove": self.entities,
-        }[change.kind]
+        parts: dict[str, set[Any]] = {
+            "grant": self.grants, "member": self.members, "admin": self.admins, "entity": self.entities,
+        }
+        part = parts["grant" if change.kind == "revoke" else change.kind.split(".")[0]]
         if change.kind in ("grant", "member.add", "admin.add", "entity.add"):
             changed = [v for v in dict.fromkeys(values) if v not in part]
             part.update(changed)
@@ -481,9 +492,10 @@ def _values(change: Change, actions: tuple[str, ...]) -> list[Any]:
     kind, items = change.kind, change.items
     width = {"grant": 3, "revoke": 3, "member.add": 2, "member.remove": 2}.get(kind, 0)
     for item in items:
-        if (isinstance(item, tuple) and len(item) or 0) != width:
+        if ((isinstance(item, tuple) and len(item)) or 0) != width:
             shape = {3: "[PRINCIPAL, ACTION, ENTITY]", 2: "[PRINCIPAL, GROUP_OR_ROLE]", 0: "one id"}[width]
-            raise ValueError(f"an item of a `{kind}` change is {shape}, not {list(item) if isinstance(item, tuple) else item!r}")
+            written = list(item) if isinstance(item, tuple) else item
+            raise ValueError(f"an item of a `{kind}` change is {shape}, not {written!r}")
     if kind in ("grant", "revoke"):
         out: list[Any] = []
         for principal, action, entity in items:
