@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from privilog.dsl.files import FileRefused, write_atomically
 from privilog.engine.ids import EntityId
 from privilog.engine.world import Grant, NotAnAdmin, World, WorldError, load_world
 
@@ -188,3 +189,17 @@ def test_a_session_reads_in_a_bound_writers_changes_before_each_line(path: Path)
     notes = session.one_shot("check user:carol namespace.get namespace:a").splitlines()
     assert notes[1] == "note: dropped this session's unsaved grant as user:root: user:root is no longer an authorization admin"
     assert notes[2].startswith("DENY")
+
+
+# ---- every other writer: nothing overwritten that it has not read ------------------------------
+
+
+def test_an_atomic_write_refuses_to_replace_a_file_changed_since_it_was_read(tmp_path: Path) -> None:
+    path = tmp_path / "p.policy"
+    path.write_bytes(b"policy p\r\nactions READ\r\n")
+    write_atomically(path, "policy p\nactions READ\n", "policy", read="policy p\r\nactions READ\r\n")
+    assert path.read_bytes() == b"policy p\nactions READ\n"
+    with pytest.raises(FileRefused, match="p.policy: the policy was changed by someone else meanwhile"):
+        write_atomically(path, "policy q\n", "policy", read="what was read before someone saved")
+    assert path.read_bytes() == b"policy p\nactions READ\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["p.policy"]  # the temporary file removed
