@@ -133,7 +133,7 @@ def test_a_damaged_line_with_changes_after_it_is_an_error(path: Path) -> None:
 def test_a_logged_value_is_checked_as_the_files_are(path: Path) -> None:
     world = load_world(path, ACTIONS, bind=True)
     world.grant("user:root", [grant("user:alice", "ADMIN")])
-    with pytest.raises(WorldError, match=r"world.yaml.log:1: unknown action `ADMIN`"):
+    with pytest.raises(WorldError, match=r"world\.yaml\.log:1: unknown action `ADMIN`"):
         load_world(path, ("READ", "WRITE"))
 
 
@@ -199,7 +199,7 @@ def test_an_atomic_write_refuses_to_replace_a_file_changed_since_it_was_read(tmp
     path.write_bytes(b"policy p\r\nactions READ\r\n")
     write_atomically(path, "policy p\nactions READ\n", "policy", read="policy p\r\nactions READ\r\n")
     assert path.read_bytes() == b"policy p\nactions READ\n"
-    with pytest.raises(FileRefused, match="p.policy: the policy was changed by someone else meanwhile"):
+    with pytest.raises(FileRefused, match=r"p\.policy: the policy was changed by someone else meanwhile"):
         write_atomically(path, "policy q\n", "policy", read="what was read before someone saved")
     assert path.read_bytes() == b"policy p\nactions READ\n"
     assert [p.name for p in tmp_path.iterdir()] == ["p.policy"]  # the temporary file removed
