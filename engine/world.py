@@ -4,7 +4,9 @@ A world is written in YAML or JSON (DESIGN.md, "Files a user writes"), or as
 a folder of tables (CSV, JSON lines, Parquet: :mod:`engine.formats`). Every
 value is validated where it is read, and an error names the file, line and
 column of the offending value. Grants change only through an authorization
-admin, and a world bound to a file is saved atomically after each change.
+admin. A world bound to its file logs each change beside it, under the file's
+lock, after reading in what others changed (:mod:`engine.worldlog`); every
+reader replays that log, and it is compacted into the file in place.
 
 A document is read first without positions (:func:`engine.formats.load_document`)
 and its values checked as plain data; only when something is wrong is it read
