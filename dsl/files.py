@@ -158,12 +158,14 @@ def read_world_text(path: Path | str, what: str = "world") -> str:
     return read_text(path, what, WORLD_BYTES_VAR, world_limit())
 
 
-def write_atomically(path: Path, text: str, what: str) -> None:
+def write_atomically(path: Path, text: str, what: str, read: str | None = None) -> None:
     """Replace ``path`` with ``text`` atomically: a temporary file beside it, fsync, rename, fsync
     of the folder. A crash leaves the old file or the new one, never half.
 
     A symbolic link stays a link (its target is replaced); the file keeps its permissions
     and, where the process may set it, its owner; a new file gets what the umask gives.
+    ``read``: the text the new one was made from; when the file no longer holds it (someone
+    saved it meanwhile), nothing is written and :class:`FileRefused` says so.
     """
     target = Path(os.path.realpath(path))
     directory = target.parent
@@ -186,6 +188,10 @@ def write_atomically(path: Path, text: str, what: str) -> None:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
+        if read is not None and _current(target) != read:
+            raise FileRefused(
+                f"{path}: the {what} was changed by someone else meanwhile; nothing was written, run again"
+            )
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -195,6 +201,13 @@ def write_atomically(path: Path, text: str, what: str) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def _current(path: Path) -> str | None:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _umask() -> int:

@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import MappingProxyType
+from typing import Any
 
 from privilog.dsl.check import ancestor_types
 from privilog.dsl.errors import PrivilogError, article, did_you_mean
@@ -96,7 +97,31 @@ class Authorizer:
         # scans them all (0.8 s CPU at 100k grants). Move them out of the collector's sight.
         gc.freeze()
 
+    def world_changed(self, world: World, kind: str, items: list[Any]) -> None:
+        """A change another writer made to the world's file, read into the world (a change
+        log's kind, with the values it changed; ``reload`` when the file was read anew): made
+        here too, incrementally where it can be."""
+        if world is not self.world:
+            return
+        if kind == "grant":
+            self._granted(items)
+        elif kind == "revoke":
+            self._revoked(items)
+        elif kind in ("member.add", "member.remove", "admin.add", "admin.remove"):
+            rows = set(items) if kind.startswith("member") else {(a,) for a in items}
+            changed: dict[str, set[Row]] = {"member_of" if kind.startswith("member") else "admin": rows}
+            if kind.endswith(".add"):
+                self._apply(changed, {})
+            else:
+                self._apply({}, changed)
+        elif kind == "entity.add":
+            for entity in items:
+                self._apply(self.inventory.facts(self.inventory.add(entity)), {})
+        else:  # entities removed, or a world read anew: every fact compared
+            self.refresh()
+
     def _refresh(self) -> None:
+        self.world.observers.add(self)
         new = world_facts(self.world)
         for relation in set(new) | set(self._facts):
             before, after = self._facts.get(relation, set()), new.get(relation, set())
@@ -128,18 +153,24 @@ class Authorizer:
     def grant(self, actor: str, grants: Iterable[Grant]) -> list[Grant]:
         """Add grants as the authorization admin ``actor``; return those that were new."""
         new = self.world.grant(actor, grants)
+        self._granted(new)
+        return new
+
+    def _granted(self, new: list[Grant]) -> None:
         for g in new:
             self._holders.setdefault((g.action, g.entity), set()).add(g.principal)
         self._apply({"grant": {(g.principal, g.action, str(g.entity)) for g in new}}, {})
-        return new
 
     def revoke(self, actor: str, grants: Iterable[Grant]) -> list[Grant]:
         """Remove grants as the authorization admin ``actor``; return those that were there."""
         gone = self.world.revoke(actor, grants)
+        self._revoked(gone)
+        return gone
+
+    def _revoked(self, gone: list[Grant]) -> None:
         for g in gone:
             self._holders.get((g.action, g.entity), set()).discard(g.principal)
         self._apply({}, {"grant": {(g.principal, g.action, str(g.entity)) for g in gone}})
-        return gone
 
     def add_members(self, actor: str, members: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         """Put principals in groups or roles, as an authorization admin; return the new memberships."""

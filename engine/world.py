@@ -4,7 +4,9 @@ A world is written in YAML or JSON (DESIGN.md, "Files a user writes"), or as
 a folder of tables (CSV, JSON lines, Parquet: :mod:`engine.formats`). Every
 value is validated where it is read, and an error names the file, line and
 column of the offending value. Grants change only through an authorization
-admin, and a world bound to a file is saved atomically after each change.
+admin. A world bound to its file logs each change beside it, under the file's
+lock, after reading in what others changed (:mod:`engine.worldlog`); every
+reader replays that log, and it is compacted into the file in place.
 
 A document is read first without positions (:func:`engine.formats.load_document`)
 and its values checked as plain data; only when something is wrong is it read
@@ -16,6 +18,7 @@ from __future__ import annotations
 import gc
 import re
 import sys
+import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +30,7 @@ from privilog.dsl.errors import OneLineError, PrivilogError, did_you_mean
 from privilog.dsl.files import FileRefused, read_world_text, write_atomically
 from privilog.engine.formats import TableError, TableFile, Unreadable, find_tables, is_table_path, load_document
 from privilog.engine.ids import DEFAULT_INSTANCE, INSTANCE_NAME, EntityId, IdError, parse_instance, parse_principal
+from privilog.engine.worldlog import Change, Identity, LogDamaged, Logged, WorldFile, log_bound
 from privilog.engine.yamlsave import Facts, edited
 
 ALL = "ALL"
@@ -69,6 +73,24 @@ class Grant:
 
 
 @dataclass
+class Following:
+    """The file a world was read from, and how much of it: where the next read of it starts.
+
+    ``taken_in`` counts the changes others made that were read in since, ``rereads`` the times the
+    file itself was replaced (compacted or edited) and read anew, ``dropped`` the unsaved changes
+    given up because their actor is no longer an admin: what a program tells its user.
+    """
+
+    file: WorldFile
+    seen: Identity | None
+    end: int  # bytes of the log read: every whole change before it
+    lines: int  # lines of the log read
+    taken_in: int = 0
+    rereads: int = 0
+    dropped: list[Change] = field(default_factory=list)
+
+
+@dataclass
 class World:
     """Facts about a deployment. Entities that exist; grants, which need not name one."""
 
@@ -82,6 +104,12 @@ class World:
     actions: tuple[str, ...] = field(default=(), compare=False, repr=False)
     # the YAML text the world was read from (or last saved as): a save edits it in place
     source: str | None = field(default=None, compare=False, repr=False)
+    # the file the world was read from, and how much of it and its log (engine.worldlog)
+    following: Following | None = field(default=None, compare=False, repr=False)
+    # changes made here and not yet saved, for a world that follows a file it is not bound to (the REPL)
+    journal: list[Change] | None = field(default=None, compare=False, repr=False)
+    # told of each change read in from others (an Authorizer keeps its facts in step)
+    observers: weakref.WeakSet[Any] = field(default_factory=weakref.WeakSet, compare=False, repr=False)
 
     def existing(self) -> set[EntityId]:
         """Every entity that exists: those listed, and everything that encloses them."""
@@ -154,80 +182,230 @@ class World:
         return out
 
     def grant(self, actor: str, grants: Iterable[Grant]) -> list[Grant]:
-        """Add grants as ``actor``; return those that were new. Saved at once if bound to a file."""
-        self._require_admin(actor)
-        new = [g for g in dict.fromkeys(self._valid_grants(grants)) if g not in self.grants]
-        self.grants.update(new)
-        self._persist()
+        """Add grants as ``actor``; return those that were new. Logged at once if bound to a file."""
+        checked = self._valid_grants(grants)
+        with self._changing():
+            self._require_admin(actor)
+            new = [g for g in dict.fromkeys(checked) if g not in self.grants]
+            self._record("grant", actor, [_grant_row(g) for g in new])
+            self.grants.update(new)
         return new
 
     def revoke(self, actor: str, grants: Iterable[Grant]) -> list[Grant]:
         """Remove grants as ``actor``; return those that were there."""
-        self._require_admin(actor)
-        gone = [g for g in dict.fromkeys(grants) if g in self.grants]
-        self.grants.difference_update(gone)
-        self._persist()
+        asked = list(dict.fromkeys(grants))
+        with self._changing():
+            self._require_admin(actor)
+            gone = [g for g in asked if g in self.grants]
+            self._record("revoke", actor, [_grant_row(g) for g in gone])
+            self.grants.difference_update(gone)
         return gone
 
     def add_members(self, actor: str, members: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         """Put principals in groups or roles as ``actor``; return the memberships that were new."""
-        self._require_admin(actor)
-        new = [m for m in self._valid_members(members) if m not in self.members]
-        self.members.update(new)
-        self._persist()
+        checked = self._valid_members(members)
+        with self._changing():
+            self._require_admin(actor)
+            new = [m for m in checked if m not in self.members]
+            self._record("member.add", actor, new)
+            self.members.update(new)
         return new
 
     def remove_members(self, actor: str, members: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         """Take principals out of groups or roles as ``actor``; return the memberships that were there."""
-        self._require_admin(actor)
-        gone = [m for m in dict.fromkeys(members) if m in self.members]
-        self.members.difference_update(gone)
-        self._persist()
+        asked = list(dict.fromkeys(members))
+        with self._changing():
+            self._require_admin(actor)
+            gone = [m for m in asked if m in self.members]
+            self._record("member.remove", actor, gone)
+            self.members.difference_update(gone)
         return gone
 
     def add_admins(self, actor: str, principals: Iterable[str]) -> list[str]:
         """Make principals (users, groups or roles) authorization admins, as the admin ``actor``."""
-        self._require_admin(actor, "admins")
-        new = [parse_principal(p) for p in dict.fromkeys(principals) if p not in self.admins]
-        self.admins.update(new)
-        self._persist()
+        asked = [parse_principal(p) for p in dict.fromkeys(principals)]
+        with self._changing():
+            self._require_admin(actor, "admins")
+            new = [p for p in asked if p not in self.admins]
+            self._record("admin.add", actor, new)
+            self.admins.update(new)
         return new
 
     def remove_admins(self, actor: str, principals: Iterable[str]) -> list[str]:
         """Take principals out of the authorization admins, as the admin ``actor``; never the last one."""
-        self._require_admin(actor, "admins")
-        gone = [p for p in dict.fromkeys(principals) if p in self.admins]
-        if gone and len(self.admins) <= len(gone):
-            raise WorldError("that would leave no authorization admin; add another admin first")
-        self.admins.difference_update(gone)
-        self._persist()
+        asked = list(dict.fromkeys(principals))
+        with self._changing():
+            self._require_admin(actor, "admins")
+            gone = [p for p in asked if p in self.admins]
+            if gone and len(self.admins) <= len(gone):
+                raise WorldError("that would leave no authorization admin; add another admin first")
+            self._record("admin.remove", actor, gone)
+            self.admins.difference_update(gone)
         return gone
 
     def forget_entities(self, actor: str, entities: Iterable[EntityId]) -> None:
         """Unlist entities as ``actor`` (their grants are kept); the caller knows which (see Inventory)."""
-        self._require_admin(actor, "entities")
-        self.entities.difference_update(entities)
-        self._persist()
+        asked = list(dict.fromkeys(entities))
+        with self._changing():
+            self._require_admin(actor, "entities")
+            gone = [e for e in asked if e in self.entities]
+            self._record("entity.remove", actor, [str(e) for e in gone])
+            self.entities.difference_update(gone)
 
     def add_entity(self, actor: str, entity: EntityId) -> None:
         """Create an entity as ``actor``. Grants on it, made before or kept from an earlier life, apply."""
-        self._require_admin(actor, "entities")
         if not isinstance(entity, EntityId):
             raise IdError(f"an entity is an EntityId, not {entity!r}")
-        self.entities.add(entity)
-        self._persist()
+        with self._changing():
+            self._require_admin(actor, "entities")
+            self._record("entity.add", actor, [str(entity)] if entity not in self.entities else [])
+            self.entities.add(entity)
 
     def delete_entity(self, actor: str, entity: EntityId) -> set[EntityId]:
         """Delete an entity and everything inside it as ``actor``; grants are kept (seed 003)."""
-        self._require_admin(actor, "entities")
-        doomed = {e for e in self.existing() if e == entity or entity in e.ancestors(self.instance)}
-        self.entities.difference_update(doomed)
-        self._persist()
+        with self._changing():
+            self._require_admin(actor, "entities")
+            doomed = {e for e in self.existing() if e == entity or entity in e.ancestors(self.instance)}
+            self._record("entity.remove", actor, sorted(str(e) for e in doomed & self.entities))
+            self.entities.difference_update(doomed)
         return doomed
 
-    def _persist(self) -> None:
-        if self.path is not None:
-            save_world(self, self.path)
+    # ---- the file a world is read from: its log, its lock, others' changes ------------
+
+    @contextmanager
+    def _changing(self) -> Iterator[None]:
+        """Around one change. A world bound to a file holds the file's lock for the change, takes
+        in what others wrote since it last read it before anything is decided, and logs the change
+        (:meth:`_record`) before it is made here; the log is compacted into the file when it has
+        grown past its bound (:func:`engine.worldlog.log_bound`)."""
+        if self.path is None:
+            yield
+            return
+        file = self.following.file if self.following is not None else WorldFile(self.path)
+        with file.locked():
+            if self.following is not None:
+                self.take_in(locked=True)
+            yield
+            following = self.following
+            if following is None or following.end > log_bound(following.seen.size if following.seen else 0):
+                self._compact(file)
+
+    def _record(self, kind: str, actor: str, items: list[Any]) -> None:
+        """Log a change about to be made (nothing, when it changes nothing): in the bound file's
+        log, fsynced, or in the journal of changes not yet saved."""
+        if not items:
+            return
+        change = Change(kind, actor, tuple(items), Change.now())
+        following = self.following
+        if self.path is not None and following is not None:
+            following.end = following.file.append([change], following.end)
+            following.lines += 1
+        elif self.journal is not None:
+            self.journal.append(change)
+
+    def take_in(self, locked: bool = False) -> int:
+        """Read into this world what other writers changed in its file since it last read it; the
+        number of their changes (-1: the file itself was replaced, and read anew). Changes of this
+        world not yet saved (its journal) stay on top; one whose actor is no longer an admin is
+        dropped (and counted in ``following.dropped``). Observers (an Authorizer) are told each change.
+        ``locked``: the caller holds the file's lock."""
+        following = self.following
+        if following is None:
+            return 0
+        file = following.file
+        if file.identity() != following.seen or file.log_size() < following.end:
+            taken = self._read_again(following, locked)
+        else:
+            logged = file.read(following.end, following.lines + 1)
+            for number, change in logged.changes:
+                self._tell(change.kind, self._apply(change, f"{file.log}:{number}"))
+            following.end, following.lines = logged.end, following.lines + len(logged.changes)
+            taken = len(logged.changes)
+            following.taken_in += taken
+        if taken and self.journal and not self._reapply_journal(following):
+            # a change given up was made here: start again from the file, with the rest on top
+            self._read_again(following, locked)
+            self._reapply_journal(following)
+        return taken
+
+    def _read_again(self, following: Following, locked: bool) -> int:
+        """Read the file and its log anew, in place of this world's facts (the file was replaced)."""
+        file = following.file
+        fresh = read_world_file(file, self.actions, self.path, str(self.path or file.path), locked)
+        assert fresh.following is not None
+        self.instance, self.entities, self.grants = fresh.instance, fresh.entities, fresh.grants
+        self.members, self.admins, self.source = fresh.members, fresh.admins, fresh.source
+        read = fresh.following
+        following.seen, following.end, following.lines = read.seen, read.end, read.lines
+        following.rereads += 1
+        self._tell("reload", [])
+        return -1
+
+    def _reapply_journal(self, following: Following) -> bool:
+        """This world's unsaved changes made again, in order, on top of others'; False when one
+        was given up (its actor is no longer an admin)."""
+        kept: list[Change] = []
+        for change in self.journal or []:
+            if not self.is_admin(change.actor):
+                following.dropped.append(change)
+                continue
+            self._tell(change.kind, self._apply(change, "<unsaved change>"))
+            kept.append(change)
+        whole = len(kept) == len(self.journal or [])
+        self.journal = kept
+        return whole
+
+    def _tell(self, kind: str, items: list[Any]) -> None:
+        if items or kind == "reload":
+            for observer in list(self.observers):
+                observer.world_changed(self, kind, items)
+
+    def _apply(self, change: Change, where: str) -> list[Any]:
+        """Make a logged change here, as a set of facts added or removed (read and checked as the
+        world file's values are); what it changed."""
+        try:
+            values = _values(change, self.actions)
+        except (IdError, TypeError, ValueError) as error:
+            raise WorldError(f"{where}: {error}") from None
+        parts: dict[str, set[Any]] = {
+            "grant": self.grants, "member": self.members, "admin": self.admins, "entity": self.entities,
+        }
+        part = parts["grant" if change.kind == "revoke" else change.kind.split(".")[0]]
+        if change.kind in ("grant", "member.add", "admin.add", "entity.add"):
+            changed = [v for v in dict.fromkeys(values) if v not in part]
+            part.update(changed)
+        else:
+            changed = [v for v in dict.fromkeys(values) if v in part]
+            part.difference_update(changed)
+        return changed
+
+    def save(self) -> None:
+        """Write this world, with what others changed meanwhile taken in first, into the file it was
+        read from, and empty the log (a compaction); for the REPL's `save world`, or to compact a
+        bound world's log by hand."""
+        following = self.following
+        if following is None:
+            raise WorldError("this world was not read from a file: save it to one with save_world(world, path)")
+        with following.file.locked():
+            self.take_in(locked=True)
+            self._compact(following.file)
+        if self.journal is not None:
+            self.journal = []
+
+    def _compact(self, file: WorldFile) -> None:
+        """Write the world into its file and remove the log, which the file now holds (the lock is held)."""
+        text = world_text(self)
+        try:
+            write_atomically(file.path, text, "world")
+        except FileRefused as error:
+            raise WorldError(str(error)) from None
+        file.remove_log()
+        if self.source is not None:
+            self.source = text
+        previous = self.following
+        self.following = Following(file, file.identity(), 0, 0)
+        if previous is not None:
+            self.following.taken_in, self.following.rereads = previous.taken_in, previous.rereads
 
     def to_data(self) -> dict[str, Any]:
         """The world as plain data, in the file format."""
@@ -241,23 +419,41 @@ class World:
 
 
 def save_world(world: World, path: Path) -> None:
-    """Write ``world`` to ``path`` atomically: a crash leaves the old file or the new, never half.
+    """Write ``world`` to ``path`` atomically, in place of what is there: a crash leaves the old
+    file or the new, never half. The file's change log, if it has one, is removed (the world
+    written is the whole truth); the world's lock is held meanwhile.
 
     A world read from YAML is saved into the text it was read from, changing only
     the entries that changed (:mod:`engine.yamlsave`), so that a world file kept in
     git diffs cleanly; any other world is written out in full. A symbolic link stays
     a link (its target is replaced), and the file keeps its permissions and, where
     the process may set it, its owner (:func:`dsl.files.write_atomically`).
+
+    To write a world back into the file it follows without overwriting others' changes,
+    use :meth:`World.save`.
     """
+    file = WorldFile(path)
+    follows = world.path is None or WorldFile(world.path).path == file.path
+    try:
+        with file.locked():
+            if follows:
+                world._compact(file)
+                if world.journal is not None:
+                    world.journal = []
+                return
+            text = world_text(world)
+            write_atomically(file.path, text, "world")
+            file.remove_log()
+    except FileRefused as error:
+        raise WorldError(str(error)) from None
+
+
+def world_text(world: World) -> str:
+    """The world as the text of its file: its source edited in place, or written out in full."""
     text = _edited_source(world)
     if text is None:
         text = yaml.safe_dump(world.to_data(), sort_keys=False, default_flow_style=None, width=100)
-    try:
-        write_atomically(Path(path), text, "world")
-    except FileRefused as error:
-        raise WorldError(str(error)) from None
-    if world.source is not None:
-        world.source = text
+    return text
 
 
 def _edited_source(world: World) -> str | None:
@@ -287,6 +483,31 @@ def _edited_source(world: World) -> str | None:
         world.admins,
     )
     return text if same else None
+
+
+def _grant_row(grant: Grant) -> tuple[str, str, str]:
+    return grant.principal, grant.action, str(grant.entity)
+
+
+def _values(change: Change, actions: tuple[str, ...]) -> list[Any]:
+    """A logged change's items as a world's values, each checked as the world file's are."""
+    kind, items = change.kind, change.items
+    width = {"grant": 3, "revoke": 3, "member.add": 2, "member.remove": 2}.get(kind, 0)
+    for item in items:
+        if ((isinstance(item, tuple) and len(item)) or 0) != width:
+            shape = {3: "[PRINCIPAL, ACTION, ENTITY]", 2: "[PRINCIPAL, GROUP_OR_ROLE]", 0: "one id"}[width]
+            written = list(item) if isinstance(item, tuple) else item
+            raise ValueError(f"an item of a `{kind}` change is {shape}, not {written!r}")
+    if kind in ("grant", "revoke"):
+        out: list[Any] = []
+        for principal, action, entity in items:
+            out.append(Grant(parse_principal(principal), check_action(action, actions), EntityId.parse(entity)))
+        return out
+    if kind in ("member.add", "member.remove"):
+        return [(parse_principal(member), parse_principal(group)) for member, group in items]
+    if kind in ("admin.add", "admin.remove"):
+        return [parse_principal(p) for p in items]
+    return [EntityId.parse(e) for e in items]
 
 
 # ---- reading, with positions ----------------------------------------------------------
@@ -513,7 +734,9 @@ def world_from_data(data: dict[str, Any], actions: Iterable[str]) -> World:
 def load_world(path: str | Path, actions: Iterable[str], bind: bool = False) -> World:
     """Read a world file or folder. With ``bind``, changes made through the world are saved back to it.
 
-    Only a regular file (or a folder of tables) within ``PRIVILOG_MAX_WORLD_BYTES`` is read.
+    A world file's change log (``world.yaml.log``, :mod:`engine.worldlog`) is replayed on top of
+    it: every reader sees every acknowledged change. Only a regular file (or a folder of tables)
+    within ``PRIVILOG_MAX_WORLD_BYTES`` is read.
     """
     path = Path(path)
     if not path.exists():
@@ -522,14 +745,50 @@ def load_world(path: str | Path, actions: Iterable[str], bind: bool = False) -> 
         if bind:
             raise WorldError(f"{path}: a world of tables is not changed in place; write it as YAML to change it")
         return load_tables(path, actions)
+    return read_world_file(WorldFile(path), actions, path if bind else None, str(path))
+
+
+READ_TRIES = 8  # reads of a world file and its log that a compaction may spoil before the lock is taken
+
+
+def read_world_file(
+    file: WorldFile, actions: Iterable[str], bound: Path | None, name: str, locked: bool = False
+) -> World:
+    """A world file and its log, read as of one moment, without the lock when nobody compacts meanwhile.
+
+    The file's identity is taken before and after: a compaction replaces the file before it
+    removes the log, so when the file is unchanged the log read belongs to it. (A log read
+    that a compaction has just emptied goes with the new file; one read before, with either:
+    replaying changes the file holds already changes nothing.)
+    """
+    actions = tuple(actions)
+    for _ in range(1 if locked else READ_TRIES):
+        seen, text, logged = _read_once(file, name)
+        if locked or file.identity() == seen:
+            break
+    else:
+        with file.locked():
+            seen, text, logged = _read_once(file, name)
+    world = parse_world(text, actions, name, bound)
+    for number, change in logged.changes:
+        world._apply(change, f"{file.log}:{number}")
+    if file.path.suffix.lower() != ".json" and not text.lstrip().startswith("{"):
+        world.source = text  # YAML: saved by editing this text (JSON is written afresh, as YAML)
+    world.following = Following(file, seen, logged.end, len(logged.changes))
+    return world
+
+
+def _read_once(file: WorldFile, name: str) -> tuple[Identity | None, str, Logged]:
+    seen = file.identity()
     try:
-        text = read_world_text(path)
+        text = read_world_text(name)
     except FileRefused as error:
         raise WorldError(str(error)) from None
-    world = parse_world(text, actions, str(path), path if bind else None)
-    if path.suffix.lower() != ".json" and not text.lstrip().startswith("{"):
-        world.source = text  # YAML: saved by editing this text (JSON is written afresh, as YAML)
-    return world
+    try:
+        logged = file.read()
+    except LogDamaged as error:
+        raise WorldError(str(error)) from None
+    return seen, text, logged
 
 
 def load_tables(path: str | Path, actions: Iterable[str]) -> World:

@@ -39,9 +39,11 @@ def load(
 ) -> Authorizer:
     """An authorizer for ``policy`` (a name in rules/ or a path) over ``world``.
 
-    With ``bind``, grants and entities changed through ``authorizer.world``
-    are saved back to the world file (atomically) as they change; call
-    ``authorizer.refresh()`` after changing the world.
+    With ``bind``, each change made through the authorizer (``authorizer.grant``, ...)
+    or its world is appended to the world file's change log under the file's lock,
+    after what other writers changed is read in (README, "A world bound to its file");
+    ``authorizer.world.take_in()`` reads others' changes without making one. After
+    changing ``authorizer.world`` by hand, call ``authorizer.refresh()``.
     """
     checked = policy if isinstance(policy, Policy) else dsl.load_policy(policy)
     return Authorizer(checked, load_world_for(checked, world, bind), backend)

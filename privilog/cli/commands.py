@@ -124,7 +124,7 @@ def cmd_fmt(args: argparse.Namespace) -> int:
                 status = EXIT_DENY
         elif args.write:
             if formatted != text:
-                write_atomically(path, formatted, "policy")
+                write_atomically(path, formatted, "policy", read=text)
                 print(f"formatted {path}")
         else:
             sys.stdout.write(formatted)

@@ -48,6 +48,7 @@ from privilog.engine.query import EXAMPLE as QUERY_EXAMPLE
 from privilog.engine.query import Budget, QueryLimit, answer, parse_query, time_limit
 from privilog.engine.who import who
 from privilog.engine.world import ALL, Grant, World, load_world, save_world
+from privilog.engine.worldlog import WorldFile
 from privilog.render.explain import render_decision, render_short, render_visible, render_who
 from privilog.render.notes import closest, unknown_notes
 from privilog.render.query import action_notes, render_answer
@@ -215,6 +216,7 @@ class Session:
             self.authorizer = self.deployment.authorizer
         else:
             loaded = load_world_for(self.policy, dict(world) if isinstance(world, Mapping) else world)
+            loaded.journal = []  # the session's changes, kept until `save world` and re-applied on others'
             self.authorizer = Authorizer(self.policy, loaded)
         self.rules: list[str] = []  # the session's own rules, in the order added
         self.finished = False
@@ -242,7 +244,9 @@ class Session:
             if self.deployment is not None:
                 self.deployment.catch_up()  # what others changed in the store meanwhile
                 self.authorizer = self.deployment.authorizer
-            return Reply(self._dispatch(line))
+            notes = self._take_in()
+            text = self._dispatch(line)
+            return Reply("\n".join([*notes, text]) if notes else text)
         except KeyboardInterrupt:
             self._interrupted = True
             return Reply("cancelled", error=True)
@@ -596,6 +600,8 @@ class Session:
             for relation in evaluate:
                 authorizer.backend.query(relation)
             self.deployment = None
+        if authorizer is not self.authorizer:
+            self.world.observers.discard(self.authorizer)  # the old one no longer follows the world's file
         self.authorizer = authorizer
         self.policy = authorizer.policy
 
@@ -626,6 +632,7 @@ class Session:
     def _load_world(self, name: str) -> str:
         path = Path(name).expanduser()
         world = load_world(path, self.policy.actions)
+        world.journal = []
         left = f"; the session no longer follows the store {self.deployment.store.url}" if self.deployment else ""
         self._rebuild(world=world)
         self.world_path = path
@@ -638,13 +645,52 @@ class Session:
         path = Path(words[1]).expanduser() if len(words) == 2 else self.world_path
         if path is None:
             raise ReplError("the world was not loaded from a file: name one, as in `save world world.yaml`")
+        following = self.world.following
+        notes: list[str] = []
         try:
-            save_world(self.world, path)
+            if following is not None and self.deployment is None and following.file.path == WorldFile(path).path:
+                # its own file: others' changes since it was read are taken in first, never overwritten
+                before = (following.taken_in, following.rereads, len(following.dropped))
+                self.world.save()
+                notes = self._news(before)
+            else:
+                save_world(self.world, path)
         except OSError as error:
             raise ReplError(f"cannot save the world to {path}: {error.strerror or error}") from None
         self.world_path = path
         self._unsaved = False
-        return f"saved the world to {path}: {_summary(self.world)}"
+        return "\n".join([*notes, f"saved the world to {path}: {_summary(self.world)}"])
+
+    def _take_in(self) -> list[str]:
+        """Notes on what others changed in the session's world file since it was read, read in
+        (the session's unsaved changes stay on top)."""
+        following = self.world.following
+        if following is None or self.deployment is not None:
+            return []
+        before = (following.taken_in, following.rereads, len(following.dropped))
+        try:
+            self.world.take_in()
+        except PrivilogError as error:
+            return [f"note: cannot read {self.world_path} again, so the session keeps its world: {error}"]
+        return self._news(before)
+
+    def _news(self, before: tuple[int, int, int]) -> list[str]:
+        following = self.world.following
+        assert following is not None
+        taken, rereads, dropped = following.taken_in - before[0], following.rereads - before[1], before[2]
+        if not taken and following.rereads == before[1] and len(following.dropped) == dropped:
+            return []
+        path = self.world_path or following.file.path
+        what = "read it again" if rereads else f"read in their {_count(taken, 'change')}"
+        kept = len(self.world.journal or [])
+        on_top = f" (the session's {_count(kept, 'unsaved change')} kept on top)" if kept else ""
+        notes = [f"note: {path} was changed by someone else since this session read it; {what}{on_top}"]
+        for change in following.dropped[dropped:]:
+            notes.append(
+                f"note: dropped this session's unsaved {change.kind} as {change.actor}: "
+                f"{change.actor} is no longer an authorization admin"
+            )
+        return notes
 
     def _diff(self, words: list[str]) -> str:
         from privilog.engine.compare import Comparison

@@ -227,7 +227,7 @@ def test_saving_through_a_symlink_keeps_the_link_and_the_mode(tmp_path: Path) ->
     assert link.is_symlink()
     assert stat.S_IMODE(real.stat().st_mode) == 0o640
     assert load_world(real, ACTIONS).grants == world.grants
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.yaml", "real.yaml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.yaml", "real.yaml", "real.yaml.lock"]
 
 
 def test_a_new_world_file_gets_the_umask_mode(tmp_path: Path) -> None:
