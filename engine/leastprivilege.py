@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from privilog.engine.authorizer import Authorizer
 from privilog.engine.decision import Request
@@ -90,37 +90,58 @@ class Report:
         }
 
 
-def analyse(world: World, decided: Iterable[Justified], exact_limit: int = EXACT_LIMIT) -> Report:
-    """The report for ``world``'s grants over the decided requests of a log."""
-    grants = sorted(world.grants, key=_key)
-    needs: set[frozenset[Grant]] = set()
-    sole_requests: dict[Grant, list[Request]] = {}
-    made = Counter[str]()
-    requests = allowed = 0
-    for justified in decided:
-        requests += 1
-        made[justified.request.principal] += 1
+@dataclass
+class Evidence:
+    """What a log says about the grants, gathered in one pass (in memory, or from Spark's aggregates).
+
+    ``needs`` are the distinct needs of the allowed requests; ``sole`` the requests each sole grant
+    is the only way for (their count, and the first few); ``made`` the requests of each principal.
+    """
+
+    needs: set[frozenset[Grant]] = field(default_factory=set)
+    sole: dict[Grant, tuple[int, tuple[Request, ...]]] = field(default_factory=dict)
+    made: Counter[str] = field(default_factory=Counter)
+    requests: int = 0
+    allowed: int = 0
+
+    def add(self, justified: Justified) -> None:
+        self.requests += 1
+        self.made[justified.request.principal] += 1
         if not justified.allowed:
-            continue
-        allowed += 1
+            return
+        self.allowed += 1
         sole_here: set[Grant] = set()
         for need in justified.needs:
-            needs.add(need.grants)
+            self.needs.add(need.grants)
             if len(need.grants) == 1:
                 sole_here |= need.grants
         for grant in sole_here:
-            sole_requests.setdefault(grant, []).append(justified.request)
-    used = {g for need in needs for g in need}
-    keep, method, bound = keep_set(needs, exact_limit)
-    sole = [Sole(g, len(rs), tuple(rs[:EXAMPLES])) for g, rs in sorted(sole_requests.items(), key=lambda i: _key(i[0]))]
+            count, examples = self.sole.get(grant, (0, ()))
+            self.sole[grant] = (count + 1, examples if len(examples) >= EXAMPLES else (*examples, justified.request))
+
+
+def analyse(world: World, decided: Iterable[Justified], exact_limit: int = EXACT_LIMIT) -> Report:
+    """The report for ``world``'s grants over the decided requests of a log."""
+    evidence = Evidence()
+    for justified in decided:
+        evidence.add(justified)
+    return report(world, evidence, exact_limit)
+
+
+def report(world: World, evidence: Evidence, exact_limit: int = EXACT_LIMIT) -> Report:
+    """The report for ``world``'s grants from what a log says about them."""
+    grants = sorted(world.grants, key=_key)
+    used = {g for need in evidence.needs for g in need}
+    keep, method, bound = keep_set(evidence.needs, exact_limit)
+    made = evidence.made
     return Report(
         grants=len(grants),
-        requests=requests,
-        allowed=allowed,
-        denied=requests - allowed,
+        requests=evidence.requests,
+        allowed=evidence.allowed,
+        denied=evidence.requests - evidence.allowed,
         used=[g for g in grants if g in used],
         unused=[g for g in grants if g not in used],
-        sole=sole,
+        sole=[Sole(g, *evidence.sole[g]) for g in sorted(evidence.sole, key=_key)],
         removals=[g for g in grants if g not in keep],
         method=method,
         bound=bound,
@@ -257,4 +278,4 @@ def harmonic(d: int) -> float:
     return math.fsum(1 / k for k in range(1, d + 1))
 
 
-__all__ = ["Need", "PrincipalUse", "Report", "Sole", "analyse", "harmonic", "keep_set", "verify"]
+__all__ = ["Evidence", "Need", "PrincipalUse", "Report", "Sole", "analyse", "harmonic", "keep_set", "report", "verify"]
