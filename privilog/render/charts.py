@@ -24,6 +24,7 @@ CHAR = 7.2
 BAR = 18  # px per bar
 GAP = 6
 LABEL_CHARS = 48  # longer labels are cut, the whole one in the tooltip and the table
+LONG = 40  # characters: a longer cell may break anywhere (JSON rows, file names have no spaces)
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
 ALLOWED, DENIED = "#4c78a8", "#e45756"
@@ -201,12 +202,18 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]], caption: str
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = []
     for row in rows:
-        cells = (f'<td class="n">{number(v)}</td>' if isinstance(v, int | float) else f"<td>{esc(v)}</td>" for v in row)
+        cells = (_cell(v) for v in row)
         body.append(f"<tr>{''.join(cells)}</tr>")
     title = f"<caption>{esc(caption)}</caption>" if caption else ""
     return (
         f'<div class="numbers"><table>{title}<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
     )
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, int | float):
+        return f'<td class="n">{number(value)}</td>'
+    return f'<td class="long">{esc(value)}</td>' if len(str(value)) > LONG else f"<td>{esc(value)}</td>"
 
 
 STYLE = """
@@ -221,7 +228,7 @@ table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.9em; }
 th, td { border: 1px solid #ddd; padding: 2px 8px; text-align: left; vertical-align: top; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; }
 caption { text-align: left; color: #555; padding: 2px 0; }
-td { word-break: break-all; }
+td.long { overflow-wrap: anywhere; min-width: 16em; }
 p.note { color: #555; }
 """
 
