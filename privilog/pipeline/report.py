@@ -37,51 +37,67 @@ def _more(shown: int, total: int, what: str) -> list[str]:
     return [f"  ... {total - shown:,} more {what}"] if total > shown else []
 
 
+def _counted(count: int, what: str) -> str:
+    """``1 request``, ``2,000 requests``."""
+    return f"{charts.number(count)} {what}{'' if count == 1 else 's'}"
+
+
 def render_text(report: Report) -> str:
     """The report as a terminal shows it: the top of each list, counts aligned."""
-    n = charts.number
     lines = [f"run {report.folder} ({', '.join(report.tables)})"]
     if report.decisions is not None:
-        d = report.decisions
-        total = d.allowed + d.denied
-        lines += ["", f"decisions: {n(total)} requests, {n(d.allowed)} allowed, {n(d.denied)} denied"]
-        operations = [(t.key, t.allowed, t.denied) for t in d.by_operation[:TOP]]
-        lines += _columns(operations, ["operation", "allowed", "denied"])
-        lines += _more(len(operations), len(d.by_operation), "operations")
-        principals = [(t.key, t.denied, t.total) for t in d.principals[:TOP]]
-        if principals:
-            lines += ["", *_columns(principals, ["most-denied principal", "denied", "requests"])]
-        unmet = [(f"{r} {t}", c) for r, t, c in d.unmet[:TOP]]
-        if unmet:
-            lines += ["", *_columns(unmet, ["unmet requirement", "denied requests"])]
-        if d.timeline is not None:
-            t = d.timeline
-            lines += ["", f"over time: {t.first} to {t.last} UTC, counted per {t.step} ({len(t.buckets)} intervals)"]
-        if d.timeline is None or d.timeline.untimed:
-            untimed = total if d.timeline is None else d.timeline.untimed
-            lines.append(f"{n(untimed)} requests without a readable timestamp")
+        lines += _decisions_text(report.decisions)
     if report.visibility is not None:
         v = report.visibility
-        lines += ["", f"visibility: {n(v.pairs)} (principal, entity) pairs for {n(v.principals)} principals"]
-        lines += _columns(v.by_type, ["type", "pairs"])
+        pairs = _counted(v.pairs, "(principal, entity) pair")
+        lines += ["", f"visibility: {pairs} for {_counted(v.principals, 'principal')}"]
+        lines += _columns(v.by_type, ["type", "pairs"]) if v.by_type else []
     if report.impact is not None:
         i = report.impact
         lines += [
             "",
-            f"impact: {n(i.allow_to_deny + i.deny_to_allow)} of {n(i.compared)} compared requests change "
-            f"({n(i.allow_to_deny)} allow→deny, {n(i.deny_to_allow)} deny→allow; distinct requests)",
+            f"impact: {charts.number(i.allow_to_deny + i.deny_to_allow)} of {_counted(i.compared, 'compared request')} "
+            f"change ({charts.number(i.allow_to_deny)} allow→deny, {charts.number(i.deny_to_allow)} deny→allow; "
+            "distinct requests)",
         ]
         if i.changed:
             lines += _columns([row[:4] for row in i.changed], ["operation", "allow→deny", "deny→allow", "log rows"])
     if report.rejects is not None:
-        r = report.rejects
-        tables = ", ".join(f"{n(c)} {t}" for t, c in r.by_table)
-        lines += ["", f"rejects: {n(r.total)} rows" + (f" ({tables})" if tables else "")]
-        reasons = [(kind, count) for kind, count, _, _ in r.by_reason[:TOP]]
-        if reasons:
-            lines += _columns(reasons, ["reason", "rows"])
-            lines += _more(len(reasons), len(r.by_reason), "reasons")
+        lines += _rejects_text(report.rejects)
     return "\n".join(lines) + "\n"
+
+
+def _decisions_text(d: Decisions) -> list[str]:
+    n = charts.number
+    total = d.allowed + d.denied
+    lines = ["", f"decisions: {_counted(total, 'request')}, {n(d.allowed)} allowed, {n(d.denied)} denied"]
+    operations = [(t.key, t.allowed, t.denied) for t in d.by_operation[:TOP]]
+    if operations:
+        lines += _columns(operations, ["operation", "allowed", "denied"])
+        lines += _more(len(operations), len(d.by_operation), "operations")
+    principals = [(t.key, t.denied, t.total) for t in d.principals[:TOP]]
+    if principals:
+        lines += ["", *_columns(principals, ["most-denied principal", "denied", "requests"])]
+    unmet = [(f"{r} {t}", c) for r, t, c in d.unmet[:TOP]]
+    if unmet:
+        lines += ["", *_columns(unmet, ["unmet requirement", "denied requests"])]
+    if d.timeline is not None:
+        t = d.timeline
+        lines += ["", f"over time: {t.first} to {t.last} UTC, counted per {t.step} ({len(t.buckets)} intervals)"]
+    untimed = total if d.timeline is None else d.timeline.untimed
+    if untimed:
+        lines += ([] if d.timeline else [""]) + [f"{_counted(untimed, 'request')} without a readable timestamp"]
+    return lines
+
+
+def _rejects_text(r: Rejects) -> list[str]:
+    tables = ", ".join(f"{charts.number(c)} {t}" for t, c in r.by_table)
+    lines = ["", f"rejects: {_counted(r.total, 'row')}" + (f" ({tables})" if tables else "")]
+    reasons = [(kind, count) for kind, count, _, _ in r.by_reason[:TOP]]
+    if reasons:
+        lines += _columns(reasons, ["reason", "rows"])
+        lines += _more(len(reasons), len(r.by_reason), "reasons")
+    return lines
 
 
 # ---- HTML -----------------------------------------------------------------------------
@@ -157,7 +173,12 @@ def _decision_sections(d: Decisions) -> list[str]:
             )
         )
     else:
-        parts.append(charts.section("Decisions over time", note="The requests have no readable timestamp column."))
+        parts.append(
+            charts.section(
+                "Decisions over time",
+                note="No request has a readable timestamp (the timestamp column of the access log, ISO 8601).",
+            )
+        )
     parts.append(_tally_chart("Most-denied principals", d.principals[: TOP * 2], "principal"))
     parts.append(_tally_chart("Most-denied operations", d.most_denied_operations[: TOP * 2], "operation"))
     top = d.unmet[: TOP * 2]

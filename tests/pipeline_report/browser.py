@@ -164,7 +164,9 @@ class Chromium:
                 page.requests.append(params["request"]["url"])
         metrics = self.call("Page.getLayoutMetrics", session=session)["cssContentSize"]
         clip = {"x": 0, "y": 0, "width": metrics["width"], "height": min(metrics["height"], 4000), "scale": 1}
-        shot = self.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip}, session)
+        shot = self.call(
+            "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip}, session
+        )
         page.screenshot = base64.b64decode(shot["data"])
         return page, session
 

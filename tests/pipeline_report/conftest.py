@@ -23,9 +23,7 @@ from tests.pipeline_report.png import read_png
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-UNMET = pa.list_(
-    pa.struct([("requirement", pa.string()), ("text", pa.string()), ("lacking", pa.list_(pa.string()))])
-)
+UNMET = pa.list_(pa.struct([("requirement", pa.string()), ("text", pa.string()), ("lacking", pa.list_(pa.string()))]))
 SCHEMAS = {
     "decisions": pa.schema(
         [
@@ -39,7 +37,13 @@ SCHEMAS = {
         ]
     ),
     "rejects": pa.schema(
-        [("table", pa.string()), ("row", pa.string()), ("reason", pa.string()), ("file", pa.string()), ("row_number", pa.int64())]
+        [
+            ("table", pa.string()),
+            ("row", pa.string()),
+            ("reason", pa.string()),
+            ("file", pa.string()),
+            ("row_number", pa.int64()),
+        ]
     ),
     "visibility": pa.schema(
         [

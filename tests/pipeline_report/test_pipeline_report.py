@@ -26,11 +26,39 @@ HOSTILE_REASON = "malformed principal `</table><script>alert(4)</script>`: expec
 DECISIONS: list[tuple[str, str, str, str | None, str, list[dict[str, Any]]]] = [
     ("user:alice", "dataset.read", "dataset:ns1.a", "2026-11-01T00:00:05Z", "allow", []),
     ("user:alice", "dataset.read", "dataset:ns1.b", "2026-11-01T00:00:07.5Z", "allow", []),
-    ("user:alice", "dataset.write", "dataset:ns1.a", "2026-11-01 00:00:31", "deny", unmet(("dataset.write#1", "WRITE"))),
-    ("user:bob", "dataset.read", "dataset:ns1.a", "2026-11-01T00:00:41+00:00", "deny", unmet(("dataset.read#1", "READ"))),
-    ("user:bob", "dataset.read", "dataset:ns1.c", "2026-11-01T02:00:59+02:00", "deny", unmet(("dataset.read#1", "READ"))),
+    (
+        "user:alice",
+        "dataset.write",
+        "dataset:ns1.a",
+        "2026-11-01 00:00:31",
+        "deny",
+        unmet(("dataset.write#1", "WRITE")),
+    ),
+    (
+        "user:bob",
+        "dataset.read",
+        "dataset:ns1.a",
+        "2026-11-01T00:00:41+00:00",
+        "deny",
+        unmet(("dataset.read#1", "READ")),
+    ),
+    (
+        "user:bob",
+        "dataset.read",
+        "dataset:ns1.c",
+        "2026-11-01T02:00:59+02:00",
+        "deny",
+        unmet(("dataset.read#1", "READ")),
+    ),
     ("user:bob", "namespace.get", "namespace:ns1", "2026-11-01T00:01:20Z", "allow", []),
-    (HOSTILE_PRINCIPAL, "dataset.read", HOSTILE_ENTITY, "2026-11-01T00:01:59Z", "deny", unmet(("dataset.read#1", "READ"))),
+    (
+        HOSTILE_PRINCIPAL,
+        "dataset.read",
+        HOSTILE_ENTITY,
+        "2026-11-01T00:01:59Z",
+        "deny",
+        unmet(("dataset.read#1", "READ")),
+    ),
     (
         HOSTILE_PRINCIPAL,
         HOSTILE_OPERATION,
@@ -43,7 +71,11 @@ DECISIONS: list[tuple[str, str, str, str | None, str, list[dict[str, Any]]]] = [
     ("user:carol", "namespace.get", "namespace:ns1", "2026-11-01T00:00:06Z", "allow", []),
 ]
 REJECTS = [
-    ("requests", '{"principal": "alice"}', "malformed principal `alice`: expected user:NAME; did you mean `user:alice`?"),
+    (
+        "requests",
+        '{"principal": "alice"}',
+        "malformed principal `alice`: expected user:NAME; did you mean `user:alice`?",
+    ),
     ("requests", '{"principal": "bob"}', "malformed principal `bob`: expected user:NAME; did you mean `user:bob`?"),
     ("grants", '{"action": "DELETE"}', "unknown action `DELETE`: actions are READ, WRITE, EXECUTE, ADMIN and ALL"),
     ("requests", '{"principal": "</table><script>alert(4)</script>"}', HOSTILE_REASON),
@@ -92,7 +124,9 @@ def test_the_text_summary_counts_what_the_tables_hold(decided: Path) -> None:
     assert "over time: 2026-11-01 00:00:05 to 2026-11-01 00:01:59 UTC, counted per 10 seconds (12 intervals)" in out
     assert "2 requests without a readable timestamp" in out
     assert "rejects: 4 rows (3 requests, 1 grants)" in out
-    assert "malformed principal `…`: expected user:NAME; did you mean `…`? 2" in {" ".join(line.split()) for line in lines}
+    assert "malformed principal `…`: expected user:NAME; did you mean `…`? 2" in {
+        " ".join(line.split()) for line in lines
+    }
 
 
 def test_a_folder_that_is_not_a_run_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -244,3 +278,20 @@ def test_an_impact_and_a_visibility_run_are_drawn_with_their_numbers(tmp_path: P
     assert examples[1][7] == "WRITE (dataset.write#1)" and examples[3][7] == "READ on namespace (dataset.read#1)"
     assert {r[0]: number(r[1]) for r in shown.table("Visibility by entity type")[1:]} == {"dataset": 3, "namespace": 1}
     assert rgb(TO_DENY) in shown.colours and rgb(TO_ALLOW) in shown.colours
+
+
+def test_an_empty_run_and_one_without_timestamps_are_reported(tmp_path: Path, chromium: Chromium) -> None:
+    empty = write_run(tmp_path / "empty", decisions=[], rejects=[])
+    code, out, _ = report(str(empty), "--html")
+    assert code == 0 and "decisions: 0 requests, 0 allowed, 0 denied\n\nrejects: 0 rows\n" in out
+    shown = show(chromium, empty / "report.html")
+    assert shown.page.errors == [] and shown.figures["requests decided"] == "0"
+    untimed = [{**row, "timestamp": None} for row in _decisions()[:3]]
+    run = write_run(tmp_path / "untimed", decisions=untimed)
+    code, out, _ = report(str(run), "--html")
+    assert code == 0 and out.endswith(
+        "\n\n3 requests without a readable timestamp\nwrote " + str(run / "report.html") + "\n"
+    )
+    shown = show(chromium, run / "report.html")
+    assert shown.page.errors == [] and shown.sections["Decisions over time"]["charts"] == []
+    assert "No request has a readable timestamp (the timestamp column of the access log, ISO 8601)." in shown.text
