@@ -82,7 +82,7 @@ def _legend(series: Sequence[Series], x: float, y: float) -> str:
     parts = []
     for item in series:
         parts.append(
-            f'<rect x="{x:.0f}" y="{y - 10:.0f}" width="12" height="12" fill="{item.colour}"/>'
+            f'<rect x="{x:.0f}" y="{y - 10:.0f}" width="12" height="12" fill="{esc(item.colour)}"/>'
             f'<text x="{x + 16:.0f}" y="{y:.0f}">{esc(item.name)}</text>'
         )
         x += 16 + CHAR * len(item.name) + 18
@@ -129,7 +129,8 @@ def bars(
         for item, value in zip(series, row, strict=True):
             if value:
                 parts.append(
-                    f'<rect x="{x:.1f}" y="{y:.0f}" width="{value * unit:.1f}" height="{BAR}" fill="{item.colour}">'
+                    f'<rect x="{x:.1f}" y="{y:.0f}" width="{value * unit:.1f}" height="{BAR}" '
+                    f'fill="{esc(item.colour)}">'
                     f"<title>{esc(label)}: {number(value)} {esc(item.name)}</title></rect>"
                 )
             x += value * unit
@@ -182,7 +183,7 @@ def columns(
                 y -= value * unit
                 parts.append(
                     f'<rect x="{x + 1:.1f}" y="{y:.1f}" width="{width_each - 2:.1f}" height="{value * unit:.1f}" '
-                    f'fill="{item.colour}"><title>{esc(label)}: {number(value)} {esc(item.name)}</title></rect>'
+                    f'fill="{esc(item.colour)}"><title>{esc(label)}: {number(value)} {esc(item.name)}</title></rect>'
                 )
         if i % every == 0:
             parts.append(
