@@ -129,6 +129,7 @@ def test_every_command_runs_from_the_installed_wheel(installed: Path, tmp_path: 
         (["generate", "--out", "gen", "--requests", "50", "--entities", "50", "--grants", "50"], 0, ""),
         (["pipeline", "decide", "--entities", "gen/entities.csv", "--grants", "gen/grants.csv",
           "--requests", "gen/requests.csv", "--out", "out"], 2, "privilog[spark]"),
+        (["pipeline", "report", "gen"], 2, "privilog[spark]"),  # pyarrow reads a run's tables: the same extra
     ]  # fmt: skip
     failures = []
     for argv, code, shown in expected:

@@ -31,7 +31,9 @@ no request sees an entity another request brought.
 The room: ``tables`` (formats, reading, writing, the Spark session), ``inputs``
 (checking rows), ``evaluate`` (rounds, decisions, visibility), ``commands``
 (the command line and its runs), and ``generate`` beside them (synthetic
-deployments in the same tables). It imports ``privilog.usage`` and the layers
-below (``dsl``, ``engine``, ``engine.spark``); never the API's other rooms.
+deployments in the same tables); ``results``, ``summary`` and ``report`` read a
+run's tables back with pyarrow, without Spark (``privilog pipeline report``).
+It imports ``privilog.usage``, ``privilog.render`` and the layers below (``dsl``,
+``engine``, ``engine.spark``); never the API's other rooms.
 PySpark is imported only inside functions, when a command runs.
 """

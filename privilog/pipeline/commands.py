@@ -254,7 +254,7 @@ def _reported(command: Callable[[argparse.Namespace], int]) -> Callable[[argpars
 
 def register(sub: Any) -> None:
     """Add ``privilog pipeline`` (decide, visibility, impact) and ``privilog generate``."""
-    from privilog.pipeline import generate
+    from privilog.pipeline import generate, report
 
     p = sub.add_parser(
         "pipeline",
@@ -318,6 +318,7 @@ def register(sub: Any) -> None:
     q.add_argument("right", metavar="POLICY_B", help="a policy in rules/ or a path: the one compared to")
     common(q, requests=True, policy=False)
     q.set_defaults(run=_reported(cmd_impact))
+    report.register(commands)
     generate.register(sub)
 
 
