@@ -158,11 +158,12 @@ class Staging:
     writes the manifest and moves the run into place.
     """
 
-    def __init__(self, out: Path, command: str, out_format: str = "parquet"):
+    def __init__(self, out: Path, command: str, out_format: str = "parquet", exchange: bool = True):
         if out_format not in FORMATS:
             raise PipelineError(f"unknown output format `{out_format}`: formats are {', '.join(FORMATS)}")
         self.out = Path(os.path.abspath(out))
         self.format = out_format
+        self.exchange = exchange  # False: the fallback of two renames, even where the exchange exists
         self.id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(3)}"
         self.folder = self.out.parent / f".{self.out.name}.{self.id}.staging"
         self.manifest: dict[str, Any] = {
@@ -246,7 +247,7 @@ class Staging:
             os.fsync(f.fileno())
         _fsync(self.folder)
         hold("publish")
-        publish(self.folder, self.out)
+        publish(self.folder, self.out, self.exchange)
 
 
 def balance(inputs: Mapping[str, Mapping[str, Any]]) -> None:

@@ -29,13 +29,13 @@ CELL = 60  # characters of a cell printed (--json prints them whole)
 
 def require_pyarrow() -> None:
     """One line naming the extra to install when pyarrow is not there."""
-    from importlib.util import find_spec
-
-    if find_spec("pyarrow") is None:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
         raise PipelineError(
-            "privilog pipeline show reads tables with pyarrow, which is not installed: install privilog with its "
+            "`pipeline show` reads tables with pyarrow, which is not installed: install privilog with its "
             "spark extra, `pip install 'privilog[spark]'`"
-        )
+        ) from None
 
 
 # ---- reading ----------------------------------------------------------------------------
