@@ -151,9 +151,8 @@ def test_a_run_refuses_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
 
 def test_two_runs_into_one_folder_at_once_are_refused(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    with Staging(out, "decide"):
-        with pytest.raises(PipelineError, match="another run is writing it now"):
-            Staging(out, "decide").__enter__()
+    with Staging(out, "decide"), pytest.raises(PipelineError, match="another run is writing it now"):
+        Staging(out, "decide").__enter__()
     with Staging(out, "decide"):
         pass  # the lock is free again
 

@@ -21,7 +21,7 @@ from privilog.cli import main
 from privilog.pipeline.runs import Output, Staging
 
 pa = pytest.importorskip("pyarrow")
-import pyarrow.parquet as pq  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402  (after the skip when pyarrow is absent)
 
 ROOT = Path(__file__).resolve().parents[2]
 
