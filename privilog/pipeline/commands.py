@@ -347,7 +347,9 @@ def cmd_impact(args: argparse.Namespace) -> int:
         rows = by_operation.collect()
         context.write("by_operation", context.spark.createDataFrame(rows, by_operation.schema).coalesce(1))
         rejects = context.write_rejects()
-        used, rejected = _world_counts(context, deployments[0], rejects)
+        world_used, world_rejected = _world_counts(context, deployments[0], rejects)
+        used: dict[str, Any] = dict(world_used)
+        rejected: dict[str, Any] = dict(world_rejected)
         context.progress("counting each policy's decisions (the rows-in check)")
         used["requests"] = {name: d.count() for name, d in zip((args.left, args.right), decided, strict=True)}
         rejected["requests"] = {

@@ -115,7 +115,7 @@ def read_rows(run: Run, table: str, limit: int | None) -> list[dict[str, Any]]:
         arrow = dataset.head(limit) if limit is not None else dataset.to_table()
     except (pa.ArrowInvalid, OSError) as error:
         raise PipelineError(f"{run.path(table)}: cannot read the table as {fmt} ({error})") from None
-    rows = arrow.to_pylist()
+    rows: list[dict[str, Any]] = arrow.to_pylist()
     if fmt == "csv":
         nested = [c["name"] for c in columns if _nested(c["type"])]
         for row in rows:
