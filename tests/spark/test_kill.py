@@ -75,18 +75,21 @@ def _killed_run(world: list[str], out: Path, moment: str) -> list[str]:
     if moment != "while Spark writes":
         env[HOLD] = moment
     argv = [sys.executable, "-m", "privilog.pipeline", "visibility", *world, "--out", str(out), "--partitions", "2"]
+    writing = f".{out.name}.*.staging/visibility"
+    left = set(out.parent.glob(writing))  # by a run killed before: not this one's
     proc = subprocess.Popen(
         argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
     printed: queue.Queue[str | None] = queue.Queue()
     assert proc.stderr is not None
-    threading.Thread(target=_lines, args=(proc.stderr, printed), daemon=True).start()
+    reader = threading.Thread(target=_lines, args=(proc.stderr, printed), daemon=True)
+    reader.start()
     lines: list[str] = []
     deadline = time.monotonic() + DEADLINE
     try:
         if moment == "while Spark writes":
             # the staging folder holds the table Spark is writing (a folder appears when its job starts)
-            while not list(out.parent.glob(f".{out.name}.*.staging/visibility")):
+            while not set(out.parent.glob(writing)) - left:
                 assert proc.poll() is None, "the run ended before it wrote"
                 assert time.monotonic() < deadline, "the run never started writing"
                 time.sleep(0.02)
@@ -98,6 +101,10 @@ def _killed_run(world: list[str], out: Path, moment: str) -> list[str]:
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
+        reader.join(timeout=60)  # every writer of the pipe is dead: the reader has read to its end
+        proc.stderr.close()
+    while (line := printed.get_nowait()) is not None:
+        lines.append(line)
     return lines
 
 
