@@ -164,10 +164,13 @@ def privilog_version() -> str:
 @contextlib.contextmanager
 def running(args: argparse.Namespace, command: str) -> Iterator[Context]:
     """A run: its output folder staged and locked, a Spark session, a heartbeat while Spark works."""
+    from pyspark.sql import SparkSession
+
     progress = Progress(quiet=getattr(args, "quiet", False))
     with Staging(Path(args.out), command, args.out_format) as run:
         progress(f"starting Spark ({args.master or 'local[*]'})")
-        with quiet_jvm():
+        # a JVM started here has its own lines filtered (one already running keeps its stderr)
+        with quiet_jvm() if SparkSession.getActiveSession() is None else contextlib.nullcontext():
             spark = spark_session(args.master, args.driver_memory, args.partitions)
         context = Context(spark, progress, run, args.instance, args.format, args.local_rows, args.trace)
         with Heartbeat(spark, progress):

@@ -64,6 +64,12 @@ def drop_noise(lines: Iterator[bytes], out: BinaryIO) -> None:
         out.flush()
 
 
+def _pump(source: BinaryIO, target: BinaryIO) -> None:
+    """Filter until every writer of the pipe (the JVM and what it started) has closed it."""
+    with source, target:
+        drop_noise(iter(source), target)
+
+
 @contextlib.contextmanager
 def quiet_jvm() -> Iterator[None]:
     """Start the JVM inside this block with its stderr filtered by :func:`drop_noise`.
@@ -82,7 +88,7 @@ def quiet_jvm() -> Iterator[None]:
     os.close(write)
     target = os.fdopen(os.dup(saved), "wb", buffering=0)
     source = os.fdopen(read, "rb")
-    threading.Thread(target=drop_noise, args=(source, target), name="privilog-jvm-stderr", daemon=True).start()
+    threading.Thread(target=_pump, args=(source, target), name="privilog-jvm-stderr", daemon=True).start()
     try:
         yield
     finally:
