@@ -43,8 +43,9 @@ CLOSURE = {
     "ancestor": {"ancestor(A,B)<-child_of(A,B)", "ancestor(A,B)<-ancestor(A,C);child_of(C,B)"},
     "descendant": {"descendant(A,B)<-child_of(B,A)", "descendant(A,B)<-descendant(A,C);child_of(B,C)"},
 }
-# What the decisions read, with the columns after the request id they keep.
-OUTPUTS = {"allowed": 0, "applies": 1, "met": 1, "lacking": 2}
+# What the decisions read, with the columns after the request id they keep (all of met's: the
+# grant that meets a requirement is what an allowed request names as allowing it).
+OUTPUTS = {"allowed": 0, "applies": 1, "met": 4, "lacking": 2}
 KEPT = "\x03\x06"  # the first character of a variable a goal keeps: never existential
 FRAME = ("rid", "o", "p", "e", "ec", "et")  # a request: id, operation, principal, entity, its chain's codes, its type
 

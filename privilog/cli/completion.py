@@ -30,7 +30,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "completion",
         help=text,
-        description=text + ". Load it in the running shell with `eval \"$(privilog completion bash)\"` "
+        description=text + '. Load it in the running shell with `eval "$(privilog completion bash)"` '
         "(zsh: the same with zsh; fish: `privilog completion fish | source`), or add that line to the "
         "shell's start-up file.",
     )

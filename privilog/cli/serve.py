@@ -22,9 +22,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"privilog serve: --port is 0 to 65535, not {args.port}")
     options = ServeOptions(
-        store=str(store_url(args)), policy=args.policy, host=args.host, port=args.port, workers=args.workers,
-        decision_log=args.decision_log, decision_log_sample=args.decision_log_sample, max_body=args.max_body,
-        max_batch=args.max_batch, client_timeout=args.client_timeout,
+        store=str(store_url(args)),
+        policy=args.policy,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        decision_log=args.decision_log,
+        decision_log_sample=args.decision_log_sample,
+        max_body=args.max_body,
+        max_batch=args.max_batch,
+        client_timeout=args.client_timeout,
     )
     return serve(options)
 
@@ -59,8 +66,16 @@ def cmd_token_list(args: argparse.Namespace) -> int:
         tokens = store.tokens()
     for token in tokens:
         if args.json:
-            print(json.dumps({"id": token.token_id, "principal": token.principal, "created": token.created,
-                              "revoked": token.revoked}))
+            print(
+                json.dumps(
+                    {
+                        "id": token.token_id,
+                        "principal": token.principal,
+                        "created": token.created,
+                        "revoked": token.revoked,
+                    }
+                )
+            )
         else:
             state = f"revoked {token.revoked}" if token.revoked else "live"
             print(f"{token.token_id}  {token.principal}  created {token.created}  {state}")
@@ -70,23 +85,47 @@ def cmd_token_list(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     """Add ``serve`` and ``token`` to the command line's subparsers."""
     text = "the authorization backend over HTTP: privilog's questions and CDAP's authorization API"
-    p = sub.add_parser("serve", help=text, description=text + "; every call carries a bearer token "
-                       "(`privilog token create`); SIGHUP reloads the policy.")
+    p = sub.add_parser(
+        "serve",
+        help=text,
+        description=text + "; every call carries a bearer token (`privilog token create`); SIGHUP reloads the policy.",
+    )
     p.add_argument("--store", help=STORE_HELP)
     p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8181, help="the port (default 8181; 0: any free one, printed)")
-    p.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="worker processes, each with its own engine following the store (default 1)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="worker processes, each with its own engine following the store (default 1)",
+    )
     p.add_argument("--decision-log", metavar="FILE", help="append each decision to FILE as a JSON line")
-    p.add_argument("--decision-log-sample", type=float, default=1.0, metavar="FRACTION",
-                   help="log only this fraction of decisions, at random (default 1)")
-    p.add_argument("--max-body", type=int, default=1 << 20, metavar="BYTES",
-                   help="the largest request body taken (default 1 MiB)")
-    p.add_argument("--max-batch", type=int, default=10_000, metavar="N",
-                   help="the most checks in one batch, or items in one change (default 10000)")
-    p.add_argument("--client-timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="the time a client has to send a request's headers, and then its body (default 10)")
+    p.add_argument(
+        "--decision-log-sample",
+        type=float,
+        default=1.0,
+        metavar="FRACTION",
+        help="log only this fraction of decisions, at random (default 1)",
+    )
+    p.add_argument(
+        "--max-body", type=int, default=1 << 20, metavar="BYTES", help="the largest request body taken (default 1 MiB)"
+    )
+    p.add_argument(
+        "--max-batch",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="the most checks in one batch, or items in one change (default 10000)",
+    )
+    p.add_argument(
+        "--client-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="the time a client has to send a request's headers, and then its body (default 10)",
+    )
     p.set_defaults(run=cmd_serve)
 
     text = "bearer tokens for the server: create (shown once), revoke, list"

@@ -79,8 +79,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     with _open(args) as store:
         world, seq = store.snapshot()
     data = world.to_data()
-    text = json.dumps(data, indent=1) + "\n" if args.format == "json" else yaml.safe_dump(
-        data, sort_keys=False, default_flow_style=None, width=100
+    text = (
+        json.dumps(data, indent=1) + "\n"
+        if args.format == "json"
+        else yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
     )
     if args.out:
         from pathlib import Path
@@ -130,8 +132,9 @@ def _since(text: str) -> str:
 def render_entry(entry: Any) -> str:
     """One log entry as a line: seq, time, actor, what, outcome."""
     items = entry.items if entry.applied else entry.asked
-    shown = "; ".join(" ".join(i) if isinstance(i, tuple) else json.dumps(i) if isinstance(i, dict) else str(i)
-                      for i in items[:5])
+    shown = "; ".join(
+        " ".join(i) if isinstance(i, tuple) else json.dumps(i) if isinstance(i, dict) else str(i) for i in items[:5]
+    )
     more = f" (+{len(items) - 5} more)" if len(items) > 5 else ""
     if entry.kind == "import" and entry.asked:
         shown = "added " + ", ".join(f"{n} {table}" for table, n in entry.asked[0].items())
@@ -154,8 +157,13 @@ def register(sub: Any) -> None:
 
     q = commands.add_parser("init", help="create a store (or bring its schema up to date)")
     common(q)
-    q.add_argument("--admin", action="append", default=[], metavar="PRINCIPAL",
-                   help="make PRINCIPAL an authorization admin (repeatable); how the first admin is made")
+    q.add_argument(
+        "--admin",
+        action="append",
+        default=[],
+        metavar="PRINCIPAL",
+        help="make PRINCIPAL an authorization admin (repeatable); how the first admin is made",
+    )
     q.set_defaults(run=cmd_init)
 
     q = commands.add_parser("import", help="add everything in a world file to the store, in one transaction")

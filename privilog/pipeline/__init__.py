@@ -7,7 +7,10 @@
 Inputs are tables in Parquet, CSV (with a header) or JSON lines: ``entities``
 (``entity``), ``grants`` (``principal, action, entity``; ``ALL`` is every action),
 ``members`` (``principal, group``) and ``requests`` (``principal, operation, entity``,
-and optionally ``args``, a JSON object, and ``timestamp``). Outputs are Parquet.
+and optionally ``args``, a JSON object, and ``timestamp``). Outputs are Parquet, CSV or
+JSON lines (``--out-format``), written as a run: into a staging folder beside ``--out``,
+moved into place whole with its manifest ``run.json`` (``runs``), and read back through
+it (``privilog pipeline show``, without Spark: ``show``).
 
 Every input row is checked as the reference engine checks a world and a request
 (CDAP's id forms, the policy's actions, operations and arguments). A row that
@@ -29,11 +32,12 @@ request whose entity encloses another request's not-yet-existing entity, so that
 no request sees an entity another request brought.
 
 The room: ``tables`` (formats, reading, writing, the Spark session), ``inputs``
-(checking rows), ``evaluate`` (rounds, decisions, visibility), ``commands``
-(the command line and its runs), and ``generate`` beside them (synthetic
-deployments in the same tables); ``results``, ``summary`` and ``report`` read a
-run's tables back with pyarrow, without Spark (``privilog pipeline report``).
-It imports ``privilog.usage``, ``privilog.render`` and the layers below (``dsl``,
-``engine``, ``engine.spark``); never the API's other rooms.
+(checking rows), ``evaluate`` (rounds, decisions, visibility), ``runs`` (a run's
+folder and manifest), ``show`` (reading a run with pyarrow), ``console`` (the JVM's
+lines filtered, the heartbeat), ``commands`` (the command line and its runs), and
+``generate`` beside them (synthetic deployments in the same tables); ``results``,
+``summary`` and ``report`` read a run's tables back with pyarrow, without Spark
+(``privilog pipeline report``). It imports ``privilog.usage``, ``privilog.render``
+and the layers below (``dsl``, ``engine``, ``engine.spark``); never the API's other rooms.
 PySpark is imported only inside functions, when a command runs.
 """

@@ -8,9 +8,10 @@ line; ``main`` runs a pipeline command on its own (``spark-submit``,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,14 +20,19 @@ from privilog import dsl
 from privilog.dsl.ir import Policy
 from privilog.engine.ids import DEFAULT_INSTANCE
 from privilog.engine.program import compile_policy
+from privilog.pipeline.console import Heartbeat, quiet_jvm
 from privilog.pipeline.evaluate import decide_all, visibility
 from privilog.pipeline.inputs import Deployment, Vocabulary, check_requests, load_deployment, number_requests
+from privilog.pipeline.runs import Output, Staging, balance, policy_record
+from privilog.pipeline.show import render_summary
 from privilog.pipeline.tables import (
     FORMATS,
     REJECT_SCHEMA,
     PipelineError,
     Progress,
+    infer_format,
     read_table,
+    read_written,
     require_spark,
     spark_session,
     write_table,
@@ -38,26 +44,32 @@ if TYPE_CHECKING:
     from privilog.engine.spark.evaluate import SparkEngine
 
 
-# ---- commands -------------------------------------------------------------------------
+# ---- a run ----------------------------------------------------------------------------
 
 
 @dataclass
 class Context:
-    """One run: its session, policy, progress and output folder."""
+    """One run: its session, progress, staging folder, and what it read and wrote."""
 
     spark: SparkSession
     progress: Progress
-    out: Path
+    run: Staging
     instance: str
     fmt: str | None
     local_rows: int | None = None
     trace: bool = False
     rejects: list[DataFrame] = field(default_factory=list)
+    inputs: dict[str, tuple[str, str, DataFrame]] = field(default_factory=dict)  # table -> path, format, rows
+
+    @property
+    def out(self) -> Path:
+        return self.run.out
 
     def table(self, path: str | None, table: str) -> DataFrame | None:
         if path is None:
             return None
         df = read_table(self.spark, path, self.fmt, table)
+        self.inputs[table] = (os.path.abspath(path), self.fmt or infer_format(Path(path)), df)
         self.progress(f"reading {table} from {path}")
         return df
 
@@ -70,30 +82,99 @@ class Context:
             settings = replace(settings, local_rows=self.local_rows, local_base_rows=self.local_rows)
         return SparkEngine(compile_policy(policy), self.spark, settings, progress=self.progress)
 
-    def write_rejects(self) -> int:
-        from pyspark.sql import functions as F
+    def write(self, name: str, df: DataFrame) -> Output:
+        """Write a table of the run (into its staging folder), and count what was written."""
+        path = self.run.table(name)
+        self.progress(f"writing {name} ({self.run.format})")
+        columns = write_table(df, path, self.run.format)
+        output = Output(name, self.run.format, columns, read_written(self.spark, path, self.run.format).count())
+        self.run.wrote(output)
+        return output
 
+    def write_rejects(self) -> DataFrame:
+        """Write the rejects table; it, as written (for counting)."""
         combined = self.spark.createDataFrame([], REJECT_SCHEMA)
         for part in self.rejects:
             combined = combined.union(part)
-        target = self.out / "rejects"
-        write_table(combined.coalesce(1), target)
-        rows = self.spark.read.parquet(str(target)).groupBy("table").agg(F.count("*").alias("n")).collect()
-        counts = {r["table"]: int(r["n"]) for r in rows}
-        total = sum(counts.values())
-        if total:
+        output = self.write("rejects", combined.coalesce(1))
+        written = read_written(self.spark, self.run.path("rejects"), self.run.format)
+        if output.rows:
+            counts = {r["table"]: int(r["count"]) for r in written.groupBy("table").count().collect()}
             described = ", ".join(f"{n:,} {t}" for t, n in sorted(counts.items()))
-            self.progress(f"rejected {total:,} rows ({described}): see {target}")
-        return total
+            self.progress(f"rejected {output.rows:,} rows ({described}): see {self.out / 'rejects'}")
+        return written
+
+    def read_counts(self) -> dict[str, int]:
+        """How many rows each input table holds, read again in one job."""
+        from pyspark.sql import functions as F
+
+        self.progress("counting the input rows (the rows-in check)")
+        parts = [df.select(F.lit(table).alias("table")) for table, (_, _, df) in self.inputs.items()]
+        combined = parts[0]
+        for part in parts[1:]:
+            combined = combined.union(part)
+        return {r["table"]: int(r["count"]) for r in combined.groupBy("table").count().collect()}
+
+    def balanced(self, used: dict[str, Any], rejected: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The inputs as the manifest records them, after the rows-in check (which raises when it fails)."""
+        read = self.read_counts()
+        inputs = {
+            table: {
+                "path": path,
+                "format": fmt,
+                "rows": read.get(table, 0),
+                "used": used[table],
+                "rejected": rejected[table],
+            }
+            for table, (path, fmt, _) in self.inputs.items()
+        }
+        try:
+            balance(inputs)
+        except PipelineError as error:
+            kept = self.run.keep()
+            raise PipelineError(f"{error}; the run's tables are left in {kept}, and {self.out} is unchanged") from None
+        return inputs
+
+    def finish(self, policies: list[tuple[str, Policy]], inputs: dict[str, Any], **fields: Any) -> None:
+        """Write the manifest and move the run into place."""
+        self.progress(f"moving the run into {self.out}")
+        self.run.publish(
+            policies=[policy_record(name, policy_file(name)) for name, _ in policies],
+            inputs=inputs,
+            rows_in_check="passed: for every input, rows read = rows used + rows rejected",
+            privilog=privilog_version(),
+            spark=self.spark.version,
+            **fields,
+        )
 
 
-def _context(args: argparse.Namespace) -> Context:
+def policy_file(name: str) -> Path:
+    return dsl.resolve_policy_path(name)
+
+
+def privilog_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("privilog")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+@contextlib.contextmanager
+def running(args: argparse.Namespace, command: str) -> Iterator[Context]:
+    """A run: its output folder staged and locked, a Spark session, a heartbeat while Spark works."""
+    from pyspark.sql import SparkSession
+
     progress = Progress(quiet=getattr(args, "quiet", False))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    progress(f"starting Spark ({args.master or 'local[*]'})")
-    spark = spark_session(args.master, args.driver_memory, args.partitions)
-    return Context(spark, progress, out, args.instance, args.format, args.local_rows, args.trace)
+    with Staging(Path(args.out), command, args.out_format) as run:
+        progress(f"starting Spark ({args.master or 'local[*]'})")
+        # a JVM started here has its own lines filtered (one already running keeps its stderr)
+        with quiet_jvm() if SparkSession.getActiveSession() is None else contextlib.nullcontext():
+            spark = spark_session(args.master, args.driver_memory, args.partitions)
+        context = Context(spark, progress, run, args.instance, args.format, args.local_rows, args.trace)
+        with Heartbeat(spark, progress):
+            yield context
 
 
 def _world(context: Context, vocabulary: Vocabulary, args: argparse.Namespace, report: bool = True) -> Deployment:
@@ -107,49 +188,111 @@ def _world(context: Context, vocabulary: Vocabulary, args: argparse.Namespace, r
     return deployment
 
 
+def _world_counts(
+    context: Context, deployment: Deployment, rejects: DataFrame
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Rows used and rows rejected of each world table, in two jobs."""
+    from pyspark.sql import functions as F
+
+    tables = [t for t in ("entities", "grants", "members") if t in context.inputs]
+    parts = [deployment.used[t].select(F.lit(t).alias("table")) for t in tables]
+    combined = parts[0]
+    for part in parts[1:]:
+        combined = combined.union(part)
+    used = {r["table"]: int(r["count"]) for r in combined.groupBy("table").count().collect()}
+    rejected = {r["table"]: int(r["count"]) for r in rejects.groupBy("table").count().collect()}
+    return {t: used.get(t, 0) for t in tables}, {t: rejected.get(t, 0) for t in tables}
+
+
+# ---- the commands ---------------------------------------------------------------------
+
+
 def cmd_decide(args: argparse.Namespace) -> int:
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
     policy = dsl.load_policy(args.policy)
-    context = _context(args)
-    vocabulary = Vocabulary(policy, context.instance)
-    engine = context.engine(policy)
-    deployment = _world(context, vocabulary, args)
-    raw = context.table(args.requests, "requests")
-    assert raw is not None
-    requests = check_requests(context.spark, vocabulary, number_requests(raw))
-    context.rejects.append(requests.rejects)
-    decided = decide_all(context.spark, engine, deployment, requests, context.progress)
-    target = context.out / "decisions"
-    write_table(decided.table.drop("rid"), target)
-    summary = _decision_counts(context.spark, target)
-    rejected = context.write_rejects()
-    context.progress("done")
+    with running(args, "decide") as context:
+        vocabulary = Vocabulary(policy, context.instance)
+        engine = context.engine(policy)
+        deployment = _world(context, vocabulary, args)
+        raw = context.table(args.requests, "requests")
+        assert raw is not None
+        requests = check_requests(context.spark, vocabulary, number_requests(raw))
+        context.rejects.append(requests.rejects)
+        decided = decide_all(context.spark, engine, deployment, requests, context.progress)
+        table = decided.table.drop("rid").persist(StorageLevel.MEMORY_AND_DISK)
+        written = context.write("decisions", table)
+        rejects = context.write_rejects()
+        context.progress("counting decisions by operation")
+        summary = per_operation(table)
+        used, rejected = _world_counts(context, deployment, rejects)
+        used["requests"] = written.rows
+        rejected["requests"] = rejects.where(F.col("table") == "requests").count()
+        inputs = context.balanced(used, rejected)
+        context.finish([(args.policy, policy)], inputs, summary=summary)
+        context.progress("done")
+    allowed, denied = sum(s["allowed"] for s in summary), sum(s["denied"] for s in summary)
+    print(render_summary(summary))
     print(
-        f"decided {summary.get('allow', 0) + summary.get('deny', 0):,} requests: {summary.get('allow', 0):,} allowed, "
-        f"{summary.get('deny', 0):,} denied; {rejected:,} rows rejected; wrote {target} and {context.out / 'rejects'}"
+        f"decided {allowed + denied:,} requests: {allowed:,} allowed, {denied:,} denied; "
+        f"{context.run.outputs['rejects'].rows:,} rows rejected; wrote {context.out} ({written.format}: decisions, "
+        "rejects)"
     )
     return 0
 
 
-def _decision_counts(spark: SparkSession, path: Path) -> dict[str, int]:
+def per_operation(table: DataFrame) -> list[dict[str, Any]]:
+    """Per operation: requests allowed, denied, and the requirements most often unmet (at most 3)."""
     from pyspark.sql import functions as F
 
-    rows = spark.read.parquet(str(path)).groupBy("decision").agg(F.count("*").alias("n")).collect()
-    return {r["decision"]: int(r["n"]) for r in rows}
+    counts = table.groupBy("operation").agg(
+        F.sum(F.when(F.col("decision") == "allow", 1).otherwise(0)).alias("allowed"),
+        F.sum(F.when(F.col("decision") == "deny", 1).otherwise(0)).alias("denied"),
+    )
+    unmet = (
+        table.where(F.col("decision") == "deny")
+        .select("operation", F.explode("unmet").alias("u"))
+        .groupBy("operation", F.col("u.requirement").alias("requirement"), F.col("u.text").alias("text"))
+        .count()
+        .collect()
+    )
+    top: dict[str, list[dict[str, Any]]] = {}
+    for row in sorted(unmet, key=lambda r: (-int(r["count"]), r["requirement"])):
+        found = top.setdefault(row["operation"], [])
+        if len(found) < TOP_UNMET:
+            found.append({"requirement": row["requirement"], "text": row["text"], "requests": int(row["count"])})
+    return [
+        {
+            "operation": r["operation"],
+            "allowed": int(r["allowed"]),
+            "denied": int(r["denied"]),
+            "unmet": top.get(r["operation"], []),
+        }
+        for r in sorted(counts.collect(), key=lambda r: r["operation"])
+    ]
+
+
+TOP_UNMET = 3
 
 
 def cmd_visibility(args: argparse.Namespace) -> int:
     policy = dsl.load_policy(args.policy)
-    context = _context(args)
-    vocabulary = Vocabulary(policy, context.instance)
-    engine = context.engine(policy)
-    deployment = _world(context, vocabulary, args)
-    shown = visibility(context.spark, engine, deployment, context.progress)
-    target = context.out / "visibility"
-    write_table(shown, target)
-    rows = context.spark.read.parquet(str(target)).count()
-    rejected = context.write_rejects()
-    context.progress("done")
-    print(f"{rows:,} (principal, entity) pairs visible; {rejected:,} rows rejected; wrote {target}")
+    with running(args, "visibility") as context:
+        vocabulary = Vocabulary(policy, context.instance)
+        engine = context.engine(policy)
+        deployment = _world(context, vocabulary, args)
+        shown = visibility(context.spark, engine, deployment, context.progress)
+        written = context.write("visibility", shown)
+        rejects = context.write_rejects()
+        used, rejected = _world_counts(context, deployment, rejects)
+        inputs = context.balanced(used, rejected)
+        context.finish([(args.policy, policy)], inputs)
+        context.progress("done")
+    print(
+        f"{written.rows:,} (principal, entity) pairs visible; {context.run.outputs['rejects'].rows:,} rows rejected; "
+        f"wrote {context.out} ({written.format}: visibility, rejects)"
+    )
     return 0
 
 
@@ -157,54 +300,68 @@ def cmd_impact(args: argparse.Namespace) -> int:
     from pyspark.sql import functions as F
 
     left, right = dsl.load_policy(args.left), dsl.load_policy(args.right)
-    context = _context(args)
-    raw = context.table(args.requests, "requests")
-    assert raw is not None
-    numbered = number_requests(raw)
-    decided: list[DataFrame] = []
-    for name, policy in ((args.left, left), (args.right, right)):
-        context.progress(f"deciding under {name}")
-        vocabulary = Vocabulary(policy, context.instance)
-        # the world's rows are checked by CDAP's id forms and actions alone: report its bad rows once
-        deployment = _world(context, vocabulary, args, report=name == args.left)
-        requests = check_requests(context.spark, vocabulary, numbered)
-        context.rejects.append(requests.rejects.withColumn("reason", F.concat(F.lit(f"{name}: "), F.col("reason"))))
-        result = decide_all(context.spark, context.engine(policy), deployment, requests, context.progress)
-        decided.append(result.table)
-    a = decided[0].select(
-        "rid",
-        "principal",
-        "operation",
-        "entity",
-        "args",
-        F.col("decision").alias("decision_a"),
-        F.col("unmet").alias("unmet_a"),
-    )
-    b = decided[1].select("rid", F.col("decision").alias("decision_b"), F.col("unmet").alias("unmet_b"))
-    both = a.join(b, on="rid")
-    changed = both.where(F.col("decision_a") != F.col("decision_b"))
-    keys = ["principal", "operation", "entity", "args"]
-    changes = changed.groupBy(*keys).agg(
-        F.count("*").alias("requests"),
-        F.first("decision_a").alias("decision_a"),
-        F.first("decision_b").alias("decision_b"),
-        F.first("unmet_a").alias("unmet_a"),
-        F.first("unmet_b").alias("unmet_b"),
-    )
-    target = context.out / "changes"
-    write_table(changes, target)
-    written = context.spark.read.parquet(str(target))
-    by_operation = written.groupBy("operation").agg(
-        F.sum(F.when(F.col("decision_a") == "allow", 1).otherwise(0)).alias("allow_to_deny"),
-        F.sum(F.when(F.col("decision_a") == "deny", 1).otherwise(0)).alias("deny_to_allow"),
-        F.sum("requests").alias("log_rows"),
-    )
-    compared = both.groupBy("operation").agg(F.count("*").alias("compared"))
-    by_operation = compared.join(by_operation, on="operation", how="left").fillna(0).orderBy("operation")
-    write_table(by_operation.coalesce(1), context.out / "by_operation")
-    rows = context.spark.read.parquet(str(context.out / "by_operation")).collect()
-    rejected = context.write_rejects()
-    context.progress("done")
+    with running(args, "impact") as context:
+        raw = context.table(args.requests, "requests")
+        assert raw is not None
+        numbered = number_requests(raw)
+        decided: list[DataFrame] = []
+        deployments = []
+        for name, policy in ((args.left, left), (args.right, right)):
+            context.progress(f"deciding under {name}")
+            vocabulary = Vocabulary(policy, context.instance)
+            # the world's rows are checked by CDAP's id forms and actions alone: report its bad rows once
+            deployment = _world(context, vocabulary, args, report=name == args.left)
+            deployments.append(deployment)
+            requests = check_requests(context.spark, vocabulary, numbered)
+            context.rejects.append(requests.rejects.withColumn("reason", F.concat(F.lit(f"{name}: "), F.col("reason"))))
+            result = decide_all(
+                context.spark, context.engine(policy), deployment, requests, context.progress, witnesses=False
+            )
+            decided.append(result.table)
+        a = decided[0].select(
+            "rid",
+            "principal",
+            "operation",
+            "entity",
+            "args",
+            F.col("decision").alias("decision_a"),
+            F.col("unmet").alias("unmet_a"),
+        )
+        b = decided[1].select("rid", F.col("decision").alias("decision_b"), F.col("unmet").alias("unmet_b"))
+        both = a.join(b, on="rid")
+        changed = both.where(F.col("decision_a") != F.col("decision_b"))
+        keys = ["principal", "operation", "entity", "args"]
+        changes = changed.groupBy(*keys).agg(
+            F.count("*").alias("requests"),
+            F.first("decision_a").alias("decision_a"),
+            F.first("decision_b").alias("decision_b"),
+            F.first("unmet_a").alias("unmet_a"),
+            F.first("unmet_b").alias("unmet_b"),
+        )
+        context.write("changes", changes)
+        written = read_written(context.spark, context.run.path("changes"), context.run.format)
+        by_operation = written.groupBy("operation").agg(
+            F.sum(F.when(F.col("decision_a") == "allow", 1).otherwise(0)).alias("allow_to_deny"),
+            F.sum(F.when(F.col("decision_a") == "deny", 1).otherwise(0)).alias("deny_to_allow"),
+            F.sum(F.col("requests").cast("long")).alias("log_rows"),
+        )
+        compared = both.groupBy("operation").agg(F.count("*").alias("compared"))
+        by_operation = compared.join(by_operation, on="operation", how="left").fillna(0).orderBy("operation")
+        rows = by_operation.collect()
+        context.write("by_operation", context.spark.createDataFrame(rows, by_operation.schema).coalesce(1))
+        rejects = context.write_rejects()
+        world_used, world_rejected = _world_counts(context, deployments[0], rejects)
+        used: dict[str, Any] = dict(world_used)
+        rejected: dict[str, Any] = dict(world_rejected)
+        context.progress("counting each policy's decisions (the rows-in check)")
+        used["requests"] = {name: d.count() for name, d in zip((args.left, args.right), decided, strict=True)}
+        rejected["requests"] = {
+            name: rejects.where((F.col("table") == "requests") & F.col("reason").startswith(f"{name}: ")).count()
+            for name in (args.left, args.right)
+        }
+        inputs = context.balanced(used, rejected)
+        context.finish([(args.left, left), (args.right, right)], inputs)
+        context.progress("done")
     print(f"{args.left} vs {args.right}: distinct requests whose decision changes, by operation")
     print(f"  {'operation':36} {'allow→deny':>11} {'deny→allow':>11} {'log rows':>10} {'compared':>10}")
     for row in rows:
@@ -214,7 +371,10 @@ def cmd_impact(args: argparse.Namespace) -> int:
                 f"{row['log_rows']:>10,} {row['compared']:>10,}"
             )
     total = sum(int(r["allow_to_deny"]) + int(r["deny_to_allow"]) for r in rows)
-    print(f"{total:,} changed; {rejected:,} rows rejected; wrote {target} and {context.out / 'by_operation'}")
+    print(
+        f"{total:,} changed; {context.run.outputs['rejects'].rows:,} rows rejected; wrote {context.out} "
+        f"({context.run.format}: changes, by_operation, rejects)"
+    )
     return 1 if total else 0
 
 
@@ -254,12 +414,13 @@ def _reported(command: Callable[[argparse.Namespace], int]) -> Callable[[argpars
 
 def register(sub: Any) -> None:
     """Add ``privilog pipeline`` (decide, visibility, impact) and ``privilog generate``."""
-    from privilog.pipeline import generate, report
+    from privilog.pipeline import generate, report, show
 
     p = sub.add_parser(
         "pipeline",
-        help="a policy over a whole deployment, on Spark: decide, visibility, impact",
-        description="Evaluate a policy over a deployment's tables on Apache Spark (local mode by default).",
+        help="a policy over a whole deployment, on Spark: decide, visibility, impact; show and report a run",
+        description="Evaluate a policy over a deployment's tables on Apache Spark (local mode by default), "
+        "and print or report the tables of a run (show, report).",
     )
     commands = p.add_subparsers(dest="pipeline_command", required=True, parser_class=type(p))
 
@@ -273,7 +434,12 @@ def register(sub: Any) -> None:
                 required=True,
                 help="the access log: principal, operation, entity, and optionally args (JSON) and timestamp",
             )
-        q.add_argument("--out", required=True, help="the folder to write Parquet tables to")
+        q.add_argument(
+            "--out",
+            required=True,
+            help="the run's folder: written beside it, then moved into place whole, with run.json",
+        )
+        q.add_argument("--out-format", choices=FORMATS, default="parquet", help="the tables' format (default parquet)")
         if policy:
             q.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
         q.add_argument("--format", choices=FORMATS, help="the input format (default: from each file's name)")
@@ -318,6 +484,17 @@ def register(sub: Any) -> None:
     q.add_argument("right", metavar="POLICY_B", help="a policy in rules/ or a path: the one compared to")
     common(q, requests=True, policy=False)
     q.set_defaults(run=_reported(cmd_impact))
+    q = commands.add_parser(
+        "show",
+        help="print a run's tables (without Spark)",
+        description="Print a pipeline run's tables, read with pyarrow, without starting Spark. Without TABLE: "
+        "what the run read and wrote (its run.json) and the first rows of each table.",
+    )
+    q.add_argument("out", metavar="OUT", help="a run's folder (the --out of decide, visibility or impact)")
+    q.add_argument("table", metavar="TABLE", nargs="?", help="one table of the run (default: all, in brief)")
+    q.add_argument("--limit", type=int, default=None, metavar="N", help="rows to print per table (0: all)")
+    q.add_argument("--json", action="store_true", help="rows as JSON lines (without TABLE: the manifest)")
+    q.set_defaults(run=show.cmd_show)
     report.register(commands)
     generate.register(sub)
 

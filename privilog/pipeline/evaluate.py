@@ -166,9 +166,16 @@ def _requirements(spark: SparkSession, program: Program) -> DataFrame:
 
 
 def decisions(
-    spark: SparkSession, program: Program, evaluation: Evaluation, requests: DataFrame, dictionary: DataFrame
+    spark: SparkSession,
+    program: Program,
+    evaluation: Evaluation,
+    requests: DataFrame,
+    dictionary: DataFrame,
+    witnesses: bool = True,
 ) -> DataFrame:
-    """Per request of a round: rid, decision, unmet (requirement, text, lacking entities).
+    """Per request of a round: rid, decision, unmet (requirement, text, lacking entities), and with
+    ``witnesses``, allowed_by: for an allowed request, a grant meeting each requirement that applies
+    and is met by a grant (requirement, and the grant: principal, action, entity).
 
     Assembled as engine.authorizer.Authorizer._decision does: a requirement is unmet
     when it applies, no grant meets it, and it is not an "every" requirement that
@@ -210,7 +217,7 @@ def decisions(
         ),
     )
     per_request = unmet.groupBy("rid").agg(F.sort_array(F.collect_list("unmet")).alias("unmet"))
-    return (
+    out = (
         requests.select("rid")
         .join(allowed, on="rid", how="left")
         .join(per_request, on="rid", how="left")
@@ -220,6 +227,46 @@ def decisions(
             F.coalesce(F.col("unmet"), F.array().cast(per_request.schema["unmet"].dataType)).alias("unmet"),
         )
     )
+    if not witnesses:
+        return out
+    grants = _allowed_by(evaluation, allowed, applies, meta, dictionary)
+    none = F.array().cast(grants.schema["allowed_by"].dataType)
+    return out.join(grants, on="rid", how="left").select(
+        "rid", "decision", "unmet", F.coalesce(F.col("allowed_by"), none).alias("allowed_by")
+    )
+
+
+def _allowed_by(
+    evaluation: Evaluation, allowed: DataFrame, applies: DataFrame, meta: DataFrame, dictionary: DataFrame
+) -> DataFrame:
+    """Per allowed request (rid), allowed_by: for each requirement that applies and a grant meets,
+    one such grant (the least by code: any one justifies it), decoded; a group's grant names the
+    group. Its codes are decoded in one join with the dictionary, not one per column."""
+    from pyspark.sql import functions as F
+
+    met = evaluation.relation("met").select(
+        F.col("c0").alias("rid"), F.col("c1").alias("i"), F.array("c4", "c2", "c3").alias("grant")
+    )
+    chosen = (
+        met.join(allowed.select("rid"), on="rid", how="left_semi")
+        .join(applies, on=["rid", "i"], how="left_semi")
+        .groupBy("rid", "i")
+        .agg(F.min("grant").alias("grant"))
+    )
+    cells = chosen.select("rid", "i", F.posexplode("grant").alias("slot", "code"))
+    named = (
+        cells.join(dictionary, on="code")
+        .groupBy("rid", "i")
+        .agg(F.map_from_entries(F.collect_list(F.struct("slot", "value"))).alias("m"))
+        .join(meta.select("i", "requirement"), on="i")
+    )
+    grant = F.struct(
+        F.col("requirement"),
+        F.col("m")[0].alias("principal"),
+        F.col("m")[1].alias("action"),
+        F.col("m")[2].alias("entity"),
+    )
+    return named.groupBy("rid").agg(F.sort_array(F.collect_list(grant)).alias("allowed_by"))
 
 
 @dataclass
@@ -271,6 +318,7 @@ def decide_fused(
     requests: Requests,
     table: DataFrame,
     progress: Progress,
+    witnesses: bool = True,
 ) -> Decided | None:
     """Decide every good request in one pass with the fused plans (engine.spark.fused); None
     when the policy is outside what they fuse (then the caller decides in rounds)."""
@@ -317,17 +365,19 @@ def decide_fused(
         "world and hierarchy tables (rows; * broadcast): "
         + ", ".join(f"{n} {rows:,}{'*' if n in small else ''}" for n, rows in sorted(sizes.items()))
     )
+    progress(f"planning the fused decisions of {len(operations)} operations")
     try:
         outputs = fused.decide(frame, args, world, tables, operations, small)
     except NotCompiled:
         progress("not fused (an operation's plan does not compile): deciding by generic evaluation, in rounds")
         return None
-    progress(f"fused plans for {len(operations)} operations: one pass, no rounds")
+    progress(f"fused plans for {len(operations)} operations: one pass, no rounds; assembling the decisions")
     relations = {name: Relation(df, Size.unknown(len(df.columns))) for name, df in outputs.items()}
     # Decided here, in a job of its own: a caller that joins two policies' decisions (impact)
     # would otherwise run both fused plans in one stage, each operator of both holding memory.
-    part = decisions(spark, engine.program, Evaluation(relations), requests.good, table)
+    part = decisions(spark, engine.program, Evaluation(relations), requests.good, table, witnesses)
     part = part.persist(StorageLevel.MEMORY_AND_DISK)
+    progress("deciding: the fused plans run")
     part.count()
     progress("decided")
     out = requests.good.join(part, on="rid", how="inner")
@@ -341,14 +391,18 @@ def decide_all(
     requests: Requests,
     progress: Progress,
     fused: bool = True,
+    witnesses: bool = True,
 ) -> Decided:
-    """Decide every good request: in one pass with fused plans when the policy allows, else round by round."""
+    """Decide every good request: in one pass with fused plans when the policy allows, else round by round.
+
+    With ``witnesses``, allowed requests name the grants that allow them (:func:`decisions`)."""
     from pyspark import StorageLevel
 
+    progress("checking the encoding: every value of the run hashed, looking for two that share a code")
     table = dictionary(spark, engine, deployment, requests)
     progress("checked the encoding: no two values share a code")
     if fused:
-        found = decide_fused(spark, engine, deployment, requests, table, progress)
+        found = decide_fused(spark, engine, deployment, requests, table, progress, witnesses)
         if found is not None:
             return found
     parts = []
@@ -357,7 +411,7 @@ def decide_all(
         rounds += 1
         base, added = base_relations(deployment, round_, requests.args)
         evaluation = engine.evaluate(base, outputs=DECIDE_OUTPUTS, added=added, partition=BY_REQUEST)
-        part = decisions(spark, engine.program, evaluation, round_.requests, table)
+        part = decisions(spark, engine.program, evaluation, round_.requests, table, witnesses)
         parts.append(part.persist(StorageLevel.MEMORY_AND_DISK))
         parts[-1].count()  # decide this round before the next replaces the facts
         evaluation.release()

@@ -9,7 +9,7 @@ and the reason.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from privilog.dsl.ir import Operation, Policy
@@ -246,6 +246,7 @@ class Deployment:
     values: DataFrame  # every string the relations hold (one column, value)
     principals: DataFrame  # every principal the grants and memberships name (principal)
     rejects: DataFrame
+    used: dict[str, DataFrame] = field(default_factory=dict)  # table -> its good rows (for the rows-in check)
 
 
 def encoded(*columns: str) -> list[Column]:
@@ -310,9 +311,9 @@ def load_deployment(
         .union(grant_rows.select(F.col("action").alias("value")))
         .union(principals.select(F.col("principal").alias("value")))
     )
-    return Deployment(
-        vocabulary, relations, existing, values, principals, bad_entities.union(bad_grants).union(bad_members)
-    )
+    used = {"entities": good_entities, "grants": good_grants, "members": good_members}
+    rejects = bad_entities.union(bad_grants).union(bad_members)
+    return Deployment(vocabulary, relations, existing, values, principals, rejects, used)
 
 
 # ---- requests -------------------------------------------------------------------------

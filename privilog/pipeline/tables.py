@@ -38,12 +38,14 @@ class Progress:
 
     def __init__(self, quiet: bool = False, stream: Any = None):
         self.started = time.monotonic()
+        self.last = self.started  # when the last line was printed
         self.quiet = quiet
         self.stream = stream or sys.stderr
 
     def __call__(self, line: str) -> None:
+        self.last = time.monotonic()
         if not self.quiet:
-            print(f"[{time.monotonic() - self.started:7.1f}s] {line}", file=self.stream, flush=True)
+            print(f"[{self.last - self.started:7.1f}s] {line}", file=self.stream, flush=True)
 
 
 # ---- Spark and tables -----------------------------------------------------------------
@@ -135,5 +137,34 @@ SOURCE = ("_file", "_block", "_mid")  # the columns read_table adds to say where
 REJECT_SCHEMA = "table string, row string, reason string, file string, row_number long"
 
 
-def write_table(df: DataFrame, path: Path) -> None:
-    df.write.mode("overwrite").parquet(str(path))
+def write_table(df: DataFrame, path: Path, fmt: str = "parquet") -> list[dict[str, str]]:
+    """Write a table in a format (Parquet, CSV with a header, JSON lines); its columns (name, Spark type).
+
+    CSV holds no lists or structs: such a column is written as JSON text, its quotes doubled
+    (RFC 4180). JSON lines keep null fields, so that every row names every column.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    columns = [{"name": f.name, "type": f.dataType.simpleString()} for f in df.schema.fields]
+    writer = df.write.mode("overwrite")
+    if fmt == "csv":
+        nested = (ArrayType, MapType, StructType)
+        flat = [F.to_json(f.name).alias(f.name) if isinstance(f.dataType, nested) else F.col(f.name) for f in df.schema]
+        df.select(*flat).write.mode("overwrite").option("header", True).option("escape", '"').csv(str(path))
+    elif fmt == "json":
+        writer.option("ignoreNullFields", False).json(str(path))
+    elif fmt == "parquet":
+        writer.parquet(str(path))
+    else:
+        raise PipelineError(f"unknown output format `{fmt}`: formats are {', '.join(FORMATS)}")
+    return columns
+
+
+def read_written(spark: SparkSession, path: Path, fmt: str) -> DataFrame:
+    """A table as :func:`write_table` wrote it (a CSV's nested columns stay JSON text)."""
+    if fmt == "csv":
+        return spark.read.option("header", True).option("escape", '"').option("multiLine", True).csv(str(path))
+    if fmt == "json":
+        return spark.read.json(str(path))
+    return spark.read.parquet(str(path))

@@ -49,4 +49,4 @@ def action_notes(answer: Answer, actions: Iterable[str]) -> list[str]:
     named = sorted(set(answer.variables) & set(actions))
     if not named:
         return []
-    return [f"note: {', '.join(named)} is a variable here (upper-case names are); write \"{named[0]}\" for the action"]
+    return [f'note: {", ".join(named)} is a variable here (upper-case names are); write "{named[0]}" for the action']

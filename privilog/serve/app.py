@@ -70,8 +70,13 @@ def endpoint(service: Service, route: Route) -> Any:
             if route.auth != "none":
                 principal = await service.principal(request.headers.get("authorization"))
                 if route.auth == "admin" and not service.is_admin(principal):
-                    log.warning("privilog serve: %s (not an authorization admin) refused %s %s, request %s",
-                                principal, route.method, route.path, rid)
+                    log.warning(
+                        "privilog serve: %s (not an authorization admin) refused %s %s, request %s",
+                        principal,
+                        route.method,
+                        route.path,
+                        rid,
+                    )
                     raise HttpError(f"{principal} is not an authorization admin", 403)
             body = None
             if route.body is not None or request.method in ("POST", "PUT"):
@@ -110,8 +115,10 @@ def make_app(service: Service, follow_interval: float = 0.25, signals: bool = Fa
 
     async def http_error(request: Request, error: Exception) -> Response:
         status = error.status_code if isinstance(error, HTTPException) else 500
-        text = {404: f"no route {request.method} {request.url.path}"[:200],
-                405: f"{request.method} is not a method of {request.url.path}"[:200]}.get(status, "error")
+        text = {
+            404: f"no route {request.method} {request.url.path}"[:200],
+            405: f"{request.method} is not a method of {request.url.path}"[:200],
+        }.get(status, "error")
         service.metrics.requested("unmatched", status, 0.0)
         return json_response(status, {"error": text}, dict(getattr(error, "headers", None) or {}))
 

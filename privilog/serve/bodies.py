@@ -37,8 +37,7 @@ class ServeError(OneLineError):
 class HttpError(Exception):
     """A request refused: ``status`` and one line; ``extra`` fields join ``error`` in the body."""
 
-    def __init__(self, message: str, status: int = 400, headers: Mapping[str, str] | None = None,
-                 **extra: Any):
+    def __init__(self, message: str, status: int = 400, headers: Mapping[str, str] | None = None, **extra: Any):
         super().__init__(one_line(message))
         self.status = status
         self.headers = dict(headers or {})
@@ -121,8 +120,12 @@ def check_type(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
     return value
 
 
-def fields(body: Any, where: str, required: Mapping[str, Any], optional: Mapping[str, Any] | None = None,
-           ) -> dict[str, Any]:
+def fields(
+    body: Any,
+    where: str,
+    required: Mapping[str, Any],
+    optional: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The fields of a JSON object: each required one present, none unknown, each of its type."""
     optional = optional or {}
     check_type(body, dict, where)
@@ -143,4 +146,3 @@ def fields(body: Any, where: str, required: Mapping[str, Any], optional: Mapping
 
 def _name(name: str) -> str:
     return name if name.isprintable() and len(name) <= MAX_SHOWN else shown(name)
-

@@ -81,8 +81,10 @@ def entity_to_json(entity: EntityId) -> dict[str, str]:
     """CDAP's JSON id of an entity (without versions)."""
     names = ID_FIELDS[entity.type]
     parts = entity.parts
-    out = {name: (part.upper() if entity.type == "program" and name == "type" else part)
-           for name, part in zip(names, parts, strict=True)}
+    out = {
+        name: (part.upper() if entity.type == "program" and name == "type" else part)
+        for name, part in zip(names, parts, strict=True)
+    }
     out["entity"] = entity.type.upper()
     return out
 
@@ -167,8 +169,10 @@ async def revoke(call: Call) -> dict[str, Any]:
     entity, principal, actions = _privilege_body(call)
     deployment = call.service.deployment
     if principal is None and actions is not None:
-        raise HttpError("body.actions needs body.principal: revoke actions of one principal, or give neither "
-                        "to revoke everything on the entity")
+        raise HttpError(
+            "body.actions needs body.principal: revoke actions of one principal, or give neither "
+            "to revoke everything on the entity"
+        )
     if principal is None:
         with deployment.lock:
             rows = deployment.authorizer.backend.query("grant", {2: str(entity)})
@@ -252,8 +256,9 @@ async def enforce(call: Call) -> dict[str, Any]:
         try:
             missing = [a for a in actions if not query("holds", {0: principal, 1: a, 2: str(entity)})]
         except KeyError:  # a policy of one's own that drops the prelude's `holds`
-            raise HttpError(f"policy {deployment.policy.name} has no relation `holds`, which enforce reads",
-                            501) from None
+            raise HttpError(
+                f"policy {deployment.policy.name} has no relation `holds`, which enforce reads", 501
+            ) from None
         seconds = time.perf_counter() - started
     asked = {"principal": principal, "entity": str(entity), "actions": actions}
     call.service.metrics.decided("enforce", not missing, seconds)
@@ -295,40 +300,106 @@ async def is_visible(call: Call) -> dict[str, Any]:
     return {"visible": shown_}
 
 
-_ENTITY = {"oneOf": [{"type": "string", "example": "dataset:ns1.sales"},
-                     {"type": "object", "example": {"entity": "DATASET", "namespace": "ns1", "dataset": "sales"}}]}
-_PRINCIPAL = {"oneOf": [{"type": "string", "example": "user:alice"},
-                        {"type": "object", "required": ["name", "type"],
-                         "properties": {"name": {"type": "string"},
-                                        "type": {"type": "string", "enum": ["USER", "GROUP", "ROLE"]}}}]}
+_ENTITY = {
+    "oneOf": [
+        {"type": "string", "example": "dataset:ns1.sales"},
+        {"type": "object", "example": {"entity": "DATASET", "namespace": "ns1", "dataset": "sales"}},
+    ]
+}
+_PRINCIPAL = {
+    "oneOf": [
+        {"type": "string", "example": "user:alice"},
+        {
+            "type": "object",
+            "required": ["name", "type"],
+            "properties": {"name": {"type": "string"}, "type": {"type": "string", "enum": ["USER", "GROUP", "ROLE"]}},
+        },
+    ]
+}
 _ACTIONS = {"type": "array", "items": {"type": "string", "example": "READ"}}
-_PRIVILEGE = {"type": "object", "additionalProperties": False, "required": ["entity"],
-              "properties": {"entity": _ENTITY, "principal": _PRINCIPAL, "actions": _ACTIONS}}
+_PRIVILEGE = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["entity"],
+    "properties": {"entity": _ENTITY, "principal": _PRINCIPAL, "actions": _ACTIONS},
+}
 _WHO = f"{BASE}/{{principal_type}}/{{principal_name}}"
 
 ROUTES = [
-    Route("POST", f"{BASE}/privileges/grant", "cdap_grant", "Grant actions on an entity to a principal "
-          "(authorization admins only)", grant, body=_PRIVILEGE),
-    Route("POST", f"{BASE}/privileges/revoke", "cdap_revoke", "Revoke a principal's actions on an entity, or "
-          "everything on it (authorization admins only)", revoke, body=_PRIVILEGE),
+    Route(
+        "POST",
+        f"{BASE}/privileges/grant",
+        "cdap_grant",
+        "Grant actions on an entity to a principal (authorization admins only)",
+        grant,
+        body=_PRIVILEGE,
+    ),
+    Route(
+        "POST",
+        f"{BASE}/privileges/revoke",
+        "cdap_revoke",
+        "Revoke a principal's actions on an entity, or everything on it (authorization admins only)",
+        revoke,
+        body=_PRIVILEGE,
+    ),
     Route("GET", f"{_WHO}/privileges", "cdap_privileges", "A principal's privileges", privileges),
     Route("GET", f"{BASE}/roles", "cdap_roles", "Every role", roles),
-    Route("PUT", f"{BASE}/roles/{{role}}", "cdap_create_role", "Create a role (authorization admins only)",
-          create_role, responses={409: "the role exists"}),
-    Route("DELETE", f"{BASE}/roles/{{role}}", "cdap_drop_role", "Drop a role, its members and its grants "
-          "(authorization admins only)", drop_role, responses={404: "no such role"}),
+    Route(
+        "PUT",
+        f"{BASE}/roles/{{role}}",
+        "cdap_create_role",
+        "Create a role (authorization admins only)",
+        create_role,
+        responses={409: "the role exists"},
+    ),
+    Route(
+        "DELETE",
+        f"{BASE}/roles/{{role}}",
+        "cdap_drop_role",
+        "Drop a role, its members and its grants (authorization admins only)",
+        drop_role,
+        responses={404: "no such role"},
+    ),
     Route("GET", f"{_WHO}/roles", "cdap_principal_roles", "The roles a principal is in", principal_roles),
-    Route("PUT", f"{_WHO}/roles/{{role}}", "cdap_add_role", "Add a principal to a role "
-          "(authorization admins only)", add_role),
-    Route("DELETE", f"{_WHO}/roles/{{role}}", "cdap_remove_role", "Remove a principal from a role "
-          "(authorization admins only)", remove_role),
-    Route("POST", f"{BASE}/enforce", "cdap_enforce", "Enforce actions on an entity: 200, or 403 naming every "
-          "missing action", enforce,
-          body={"type": "object", "additionalProperties": False, "required": ["entity", "principal", "actions"],
-                "properties": {"entity": _ENTITY, "principal": _PRINCIPAL, "actions": _ACTIONS}},
-          responses={403: "the principal lacks an action; `missing` names each"}),
-    Route("POST", f"{BASE}/isVisible", "cdap_is_visible", "Of a set of entities, those a principal may see",
-          is_visible,
-          body={"type": "object", "additionalProperties": False, "required": ["principal", "entities"],
-                "properties": {"principal": _PRINCIPAL, "entities": {"type": "array", "items": _ENTITY}}}),
+    Route(
+        "PUT",
+        f"{_WHO}/roles/{{role}}",
+        "cdap_add_role",
+        "Add a principal to a role (authorization admins only)",
+        add_role,
+    ),
+    Route(
+        "DELETE",
+        f"{_WHO}/roles/{{role}}",
+        "cdap_remove_role",
+        "Remove a principal from a role (authorization admins only)",
+        remove_role,
+    ),
+    Route(
+        "POST",
+        f"{BASE}/enforce",
+        "cdap_enforce",
+        "Enforce actions on an entity: 200, or 403 naming every missing action",
+        enforce,
+        body={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["entity", "principal", "actions"],
+            "properties": {"entity": _ENTITY, "principal": _PRINCIPAL, "actions": _ACTIONS},
+        },
+        responses={403: "the principal lacks an action; `missing` names each"},
+    ),
+    Route(
+        "POST",
+        f"{BASE}/isVisible",
+        "cdap_is_visible",
+        "Of a set of entities, those a principal may see",
+        is_visible,
+        body={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["principal", "entities"],
+            "properties": {"principal": _PRINCIPAL, "entities": {"type": "array", "items": _ENTITY}},
+        },
+    ),
 ]

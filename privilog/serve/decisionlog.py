@@ -47,19 +47,36 @@ class DecisionLog:
             raise ServeError(f"--decision-log {path}: {error.strerror}") from None
         return cls(out, sample)
 
-    def record(self, request_id: str, caller: str, endpoint: str,
-               decisions: Iterable[tuple[dict[str, Any], bool, float]], policy: tuple[str, str]) -> None:
+    def record(
+        self,
+        request_id: str,
+        caller: str,
+        endpoint: str,
+        decisions: Iterable[tuple[dict[str, Any], bool, float]],
+        policy: tuple[str, str],
+    ) -> None:
         """Log ``decisions``: (request, allowed, latency in microseconds) each, a sample if sampling."""
         at = datetime.now(UTC).isoformat(timespec="microseconds")
         lines = []
         for request, allowed, latency_us in decisions:
             if self.sample < 1.0 and self._random.random() >= self.sample:
                 continue
-            lines.append(json.dumps({
-                "time": at, "request_id": request_id, "caller": caller, "endpoint": endpoint,
-                "request": request, "result": "allow" if allowed else "deny",
-                "policy": policy[0], "policy_version": policy[1], "latency_us": round(latency_us, 2),
-            }, separators=(",", ":")))
+            lines.append(
+                json.dumps(
+                    {
+                        "time": at,
+                        "request_id": request_id,
+                        "caller": caller,
+                        "endpoint": endpoint,
+                        "request": request,
+                        "result": "allow" if allowed else "deny",
+                        "policy": policy[0],
+                        "policy_version": policy[1],
+                        "latency_us": round(latency_us, 2),
+                    },
+                    separators=(",", ":"),
+                )
+            )
         if lines:
             self.out.write("\n".join(lines) + "\n")
             self.out.flush()

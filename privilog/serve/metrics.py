@@ -102,16 +102,33 @@ class Metrics:
             for value, histogram in sorted(by.items()):
                 out.extend(histogram.lines(name, f'{label}="{_label(value)}"'))
 
-        counter("privilog_http_requests_total", "HTTP requests answered, by route and status.",
-                ("route", "status"), self.requests)
-        histograms("privilog_http_request_seconds", "Time to answer a request, by route.", "route",
-                   self.request_seconds)
-        counter("privilog_decisions_total", "Decisions made, by operation and result.",
-                ("operation", "result"), self.decisions)
-        histograms("privilog_decision_seconds", "Time to decide one request in the engine, by operation.",
-                   "operation", self.decision_seconds)
-        counter("privilog_changes_total", "Changes asked of the store, by kind and outcome.",
-                ("kind", "outcome"), self.changes)
+        counter(
+            "privilog_http_requests_total",
+            "HTTP requests answered, by route and status.",
+            ("route", "status"),
+            self.requests,
+        )
+        histograms(
+            "privilog_http_request_seconds", "Time to answer a request, by route.", "route", self.request_seconds
+        )
+        counter(
+            "privilog_decisions_total",
+            "Decisions made, by operation and result.",
+            ("operation", "result"),
+            self.decisions,
+        )
+        histograms(
+            "privilog_decision_seconds",
+            "Time to decide one request in the engine, by operation.",
+            "operation",
+            self.decision_seconds,
+        )
+        counter(
+            "privilog_changes_total",
+            "Changes asked of the store, by kind and outcome.",
+            ("kind", "outcome"),
+            self.changes,
+        )
         counter("privilog_policy_reloads_total", "Policy reloads, by result.", ("result",), self.reloads)
         for name, (text, value) in gauges.items():
             family(name.partition("{")[0], "gauge", text)

@@ -24,13 +24,17 @@ def document(routes: Iterable[Route], version: str) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for route in routes:
         operation: dict[str, Any] = {"operationId": route.name, "summary": route.summary}
-        params = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-                  for name in _PARAM.findall(route.path)]
+        params = [
+            {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+            for name in _PARAM.findall(route.path)
+        ]
         if params:
             operation["parameters"] = params
         if route.body is not None:
-            operation["requestBody"] = {"required": not route.body_optional,
-                                        "content": {"application/json": {"schema": dict(route.body)}}}
+            operation["requestBody"] = {
+                "required": not route.body_optional,
+                "content": {"application/json": {"schema": dict(route.body)}},
+            }
         responses: dict[str, Any] = {"200": {"description": "OK"}}
         errors = {400: "malformed request: one line saying what is wrong"}
         if route.body is not None:
@@ -40,16 +44,18 @@ def document(routes: Iterable[Route], version: str) -> dict[str, Any]:
         if route.auth == "admin" or (route.method != "GET" and route.name.startswith(("cdap_", "changes"))):
             errors |= {403: "not an authorization admin (the refusal of a change is audited)"}
         for status, text in {**errors, **route.responses}.items():
-            responses[str(status)] = {"description": text,
-                                      "content": {"application/json": {"schema": _ERROR}}}
+            responses[str(status)] = {"description": text, "content": {"application/json": {"schema": _ERROR}}}
         operation["responses"] = responses
         if route.auth != "none":
             operation["security"] = [{"bearer": []}]
         paths.setdefault(route.path, {})[route.method.lower()] = operation
     return {
         "openapi": "3.1.0",
-        "info": {"title": "privilog serve", "version": version,
-                 "description": "CDAP authorization as Datalog: privilog's questions and CDAP's extension contract"},
+        "info": {
+            "title": "privilog serve",
+            "version": version,
+            "description": "CDAP authorization as Datalog: privilog's questions and CDAP's extension contract",
+        },
         "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
         "paths": paths,
     }

@@ -58,8 +58,11 @@ def _decide(call: Call, body: dict[str, Any], explain: bool, endpoint: str, text
     call.service.metrics.decided(op, allowed, seconds)
     call.service.log_decisions(call, endpoint, [(_asked(p, op, e, args), allowed, seconds * 1e6)])
     if not explain:
-        return {"decision": "allow" if allowed else "deny", "request": _asked(p, op, e, args),
-                "policy": deployment.policy.name}
+        return {
+            "decision": "allow" if allowed else "deny",
+            "request": _asked(p, op, e, args),
+            "policy": deployment.policy.name,
+        }
     out = decision.to_json()
     if text:
         out["explanation"] = render_decision(decision)
@@ -149,8 +152,7 @@ async def change(call: Call) -> dict[str, Any]:
         hint = "; tokens are made and revoked with `privilog token`" if kind in KINDS else ""
         raise HttpError(f"body.kind is one of {known}, not {shown(kind)}{hint}")
     if len(body["items"]) > call.service.limits.max_batch:
-        raise HttpError(f"body.items has {len(body['items'])} items; the limit is {call.service.limits.max_batch}",
-                        413)
+        raise HttpError(f"body.items has {len(body['items'])} items; the limit is {call.service.limits.max_batch}", 413)
     entry = await call.service.change(call, kind, body["items"])
     return {"change": entry.to_json()}
 
@@ -164,8 +166,9 @@ async def audit(call: Call) -> dict[str, Any]:
     limit_text = query.get("limit", "1000")
     if not limit_text.isdigit() or not 1 <= int(limit_text) <= 10_000:
         raise HttpError(f"limit is a number from 1 to 10000, not {shown(limit_text)}")
-    entries = await run_in_threadpool(call.service.store.audit, query.get("principal"), query.get("entity"),
-                                      query.get("since"), int(limit_text))
+    entries = await run_in_threadpool(
+        call.service.store.audit, query.get("principal"), query.get("entity"), query.get("since"), int(limit_text)
+    )
     return {"changes": [e.to_json() for e in entries]}
 
 
@@ -184,8 +187,14 @@ async def ready(call: Call) -> Any:
         lag = await service.lag()
     except Exception as error:
         raise HttpError(f"the store is not reachable: {type(error).__name__}", 503) from None
-    return {"status": "ready", "policy": service.deployment.policy.name, "version": service.version,
-            "seq": service.deployment.seq, "lag": lag, "pid": os.getpid()}
+    return {
+        "status": "ready",
+        "policy": service.deployment.policy.name,
+        "version": service.version,
+        "seq": service.deployment.seq,
+        "lag": lag,
+        "pid": os.getpid(),
+    }
 
 
 async def metrics(call: Call) -> Response:
@@ -203,46 +212,115 @@ async def metrics(call: Call) -> Response:
         "privilog_store_seq": ("The last store log entry this server has replayed.", float(deployment.seq)),
         "privilog_grants": ("Grants in this server's engine.", float(grants)),
         "privilog_memberships": ("Memberships of groups and roles in this server's engine.", float(members)),
-        f'privilog_policy_info{{policy="{deployment.policy.name}",version="{service.version}"}}':
-            ("The policy served, by name and version.", 1.0),
-        "privilog_policy_reload_failing": ("1 when the last reload failed (the old policy serves).",
-                                           1.0 if service.last_reload_error else 0.0),
+        f'privilog_policy_info{{policy="{deployment.policy.name}",version="{service.version}"}}': (
+            "The policy served, by name and version.",
+            1.0,
+        ),
+        "privilog_policy_reload_failing": (
+            "1 when the last reload failed (the old policy serves).",
+            1.0 if service.last_reload_error else 0.0,
+        ),
     }
     return Response(service.metrics.render(gauges), media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
 _REQUEST: dict[str, Any] = {
-    "type": "object", "additionalProperties": False, "required": ["principal", "operation", "entity"],
-    "properties": {"principal": {"type": "string", "example": "user:alice"},
-                   "operation": {"type": "string", "example": "dataset.read"},
-                   "entity": {"type": "string", "example": "dataset:ns1.sales"},
-                   "args": {"type": "object", "additionalProperties": {"type": ["string", "boolean"]}}},
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["principal", "operation", "entity"],
+    "properties": {
+        "principal": {"type": "string", "example": "user:alice"},
+        "operation": {"type": "string", "example": "dataset.read"},
+        "entity": {"type": "string", "example": "dataset:ns1.sales"},
+        "args": {"type": "object", "additionalProperties": {"type": ["string", "boolean"]}},
+    },
 }
 
 ROUTES = [
-    Route("POST", "/v1/check", "check", "Decide a request: allow or deny (with `explain`, the proof or what is "
-          "unmet and the fixes)", check,
-          body={**_REQUEST, "properties": {**_REQUEST["properties"], "explain": {"type": "boolean"}}}),
-    Route("POST", "/v1/check/batch", "check_batch", "Decide many requests in one call", check_batch,
-          body={"type": "object", "additionalProperties": False, "required": ["checks"],
-                "properties": {"checks": {"type": "array", "items": _REQUEST}, "explain": {"type": "boolean"}}}),
-    Route("POST", "/v1/why", "why", "Explain a decision: the proof, or the unmet requirements and the fixes", why,
-          body=_REQUEST),
-    Route("POST", "/v1/list", "list", "What a principal may see, of a type or every listable type", visible,
-          body={"type": "object", "additionalProperties": False, "required": ["principal"],
-                "properties": {"principal": {"type": "string"}, "type": {"type": "string"}, "in": {"type": "string"},
-                               "because": {"type": "boolean"}}}),
-    Route("POST", "/v1/changes", "changes", "Change grants, memberships, roles, admins or entities "
-          "(authorization admins only; durable and audited)", change,
-          body={"type": "object", "additionalProperties": False, "required": ["kind", "items"],
-                "properties": {"kind": {"type": "string", "enum": [k for k in KINDS if k in ENGINE_KINDS]},
-                               "items": {"type": "array"}}}),
+    Route(
+        "POST",
+        "/v1/check",
+        "check",
+        "Decide a request: allow or deny (with `explain`, the proof or what is unmet and the fixes)",
+        check,
+        body={**_REQUEST, "properties": {**_REQUEST["properties"], "explain": {"type": "boolean"}}},
+    ),
+    Route(
+        "POST",
+        "/v1/check/batch",
+        "check_batch",
+        "Decide many requests in one call",
+        check_batch,
+        body={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["checks"],
+            "properties": {"checks": {"type": "array", "items": _REQUEST}, "explain": {"type": "boolean"}},
+        },
+    ),
+    Route(
+        "POST",
+        "/v1/why",
+        "why",
+        "Explain a decision: the proof, or the unmet requirements and the fixes",
+        why,
+        body=_REQUEST,
+    ),
+    Route(
+        "POST",
+        "/v1/list",
+        "list",
+        "What a principal may see, of a type or every listable type",
+        visible,
+        body={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["principal"],
+            "properties": {
+                "principal": {"type": "string"},
+                "type": {"type": "string"},
+                "in": {"type": "string"},
+                "because": {"type": "boolean"},
+            },
+        },
+    ),
+    Route(
+        "POST",
+        "/v1/changes",
+        "changes",
+        "Change grants, memberships, roles, admins or entities (authorization admins only; durable and audited)",
+        change,
+        body={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["kind", "items"],
+            "properties": {
+                "kind": {"type": "string", "enum": [k for k in KINDS if k in ENGINE_KINDS]},
+                "items": {"type": "array"},
+            },
+        },
+    ),
     Route("GET", "/v1/audit", "audit", "The audit log (authorization admins only)", audit, auth="admin"),
-    Route("POST", "/v1/admin/reload", "reload", "Read the policy again (authorization admins only); a broken one "
-          "leaves the old one serving", reload, auth="admin", body={"type": "object", "additionalProperties": False},
-          body_optional=True, responses={422: "the new policy does not parse or check; the old one serves"}),
+    Route(
+        "POST",
+        "/v1/admin/reload",
+        "reload",
+        "Read the policy again (authorization admins only); a broken one leaves the old one serving",
+        reload,
+        auth="admin",
+        body={"type": "object", "additionalProperties": False},
+        body_optional=True,
+        responses={422: "the new policy does not parse or check; the old one serves"},
+    ),
     Route("GET", "/health", "health", "Liveness", health, auth="none"),
-    Route("GET", "/ready", "ready", "Readiness: the policy is loaded and the store answers", ready, auth="none",
-          responses={503: "the store does not answer"}),
+    Route(
+        "GET",
+        "/ready",
+        "ready",
+        "Readiness: the policy is loaded and the store answers",
+        ready,
+        auth="none",
+        responses={503: "the store does not answer"},
+    ),
     Route("GET", "/metrics", "metrics", "Prometheus metrics", metrics),
 ]

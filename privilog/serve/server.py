@@ -139,8 +139,13 @@ def serve(options: ServeOptions) -> int:
     sock = bind(options.host, options.port)
     host, port = sock.getsockname()[:2]
     common: dict[str, Any] = {
-        "log_level": "warning", "access_log": False, "http": HeaderTimeoutProtocol, "lifespan": "on",
-        "timeout_keep_alive": 5, "timeout_graceful_shutdown": 5, "server_header": False,
+        "log_level": "warning",
+        "access_log": False,
+        "http": HeaderTimeoutProtocol,
+        "lifespan": "on",
+        "timeout_keep_alive": 5,
+        "timeout_graceful_shutdown": 5,
+        "server_header": False,
     }
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     if options.workers == 1:
@@ -160,5 +165,8 @@ def serve(options: ServeOptions) -> int:
 
 def _announce(host: str, port: int, options: ServeOptions) -> None:
     workers = f", {options.workers} workers" if options.workers > 1 else ""
-    print(f"privilog serve: http://{host}:{port} (store {options.store}, policy {options.policy}{workers})",
-          file=sys.stderr, flush=True)
+    print(
+        f"privilog serve: http://{host}:{port} (store {options.store}, policy {options.policy}{workers})",
+        file=sys.stderr,
+        flush=True,
+    )

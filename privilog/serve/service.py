@@ -92,8 +92,13 @@ def policy_version(policy: Policy) -> str:
 class Service:
     """The server's state, shared by its endpoints."""
 
-    def __init__(self, deployment: Deployment, policy_source: str | None = None, limits: Limits | None = None,
-                 decision_log: DecisionLog | None = None):
+    def __init__(
+        self,
+        deployment: Deployment,
+        policy_source: str | None = None,
+        limits: Limits | None = None,
+        decision_log: DecisionLog | None = None,
+    ):
         self.deployment = deployment
         self.store = deployment.store
         self.policy_source = policy_source  # what a reload reads again: a name in rules/ or a path
@@ -111,8 +116,11 @@ class Service:
         """The principal a request's bearer token stands for; 401 for none, a malformed or unknown one."""
         challenge = {"WWW-Authenticate": 'Bearer realm="privilog"'}
         if not header:
-            raise HttpError("no bearer token: send `Authorization: Bearer plg_...` "
-                            "(make one with `privilog token create`)", 401, challenge)
+            raise HttpError(
+                "no bearer token: send `Authorization: Bearer plg_...` (make one with `privilog token create`)",
+                401,
+                challenge,
+            )
         scheme, _, token = header.partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
@@ -125,8 +133,9 @@ class Service:
                 self._tokens.clear()
             cached = self._tokens[token] = (found, now + self.limits.token_ttl)
         if cached[0] is None:
-            raise HttpError("unknown or revoked token", 401,
-                            {"WWW-Authenticate": 'Bearer realm="privilog", error="invalid_token"'})
+            raise HttpError(
+                "unknown or revoked token", 401, {"WWW-Authenticate": 'Bearer realm="privilog", error="invalid_token"'}
+            )
         return cached[0]
 
     def is_admin(self, principal: str) -> bool:
@@ -139,8 +148,9 @@ class Service:
         """Make a change as the caller (refused unless an admin: 403, logged by the store); durable when
         this returns, and already in the authorizer."""
         try:
-            entry: Change = await run_in_threadpool(self.deployment.change, call.principal, kind, items,
-                                                    call.request_id)
+            entry: Change = await run_in_threadpool(
+                self.deployment.change, call.principal, kind, items, call.request_id
+            )
         except Exception as error:
             outcome = "refused" if isinstance(error, NotAnAdmin) else "invalid"
             self.metrics.changes[(kind, outcome)] += 1
@@ -152,8 +162,9 @@ class Service:
 
     def log_decisions(self, call: Call, endpoint: str, decisions: list[tuple[dict[str, Any], bool, float]]) -> None:
         if self.decision_log is not None and decisions:
-            self.decision_log.record(call.request_id, call.principal, endpoint, decisions,
-                                     (self.deployment.policy.name, self.version))
+            self.decision_log.record(
+                call.request_id, call.principal, endpoint, decisions, (self.deployment.policy.name, self.version)
+            )
 
     # ---- reload -------------------------------------------------------------------------------
 
@@ -170,10 +181,19 @@ class Service:
             except PrivilogError as error:
                 self.metrics.reloads["failed"] += 1
                 self.last_reload_error = str(error)
-                log.error("privilog serve: reload (%s) of %s failed; the old policy serves: %s", why, source,
-                          one_line(str(error)))
-                raise HttpError(f"the policy was not reloaded: {one_line(str(error))}", 422,
-                                detail=str(error), policy=self.deployment.policy.name, version=self.version) from None
+                log.error(
+                    "privilog serve: reload (%s) of %s failed; the old policy serves: %s",
+                    why,
+                    source,
+                    one_line(str(error)),
+                )
+                raise HttpError(
+                    f"the policy was not reloaded: {one_line(str(error))}",
+                    422,
+                    detail=str(error),
+                    policy=self.deployment.policy.name,
+                    version=self.version,
+                ) from None
             await run_in_threadpool(self.warm)
             self.version = policy_version(policy)
             self.last_reload_error = None

@@ -209,8 +209,9 @@ class Store(ABC):
         """The whole store as a World, and the sequence number of the last change in it."""
 
     @abstractmethod
-    def change(self, actor: str, kind: str, items: Iterable[Any], request_id: str = "", *,
-               trusted: bool = False) -> Change:
+    def change(
+        self, actor: str, kind: str, items: Iterable[Any], request_id: str = "", *, trusted: bool = False
+    ) -> Change:
         """Apply one change as ``actor`` (an authorization admin) and log it; the log entry.
 
         ``trusted``: a local operator's command (``privilog store``, ``privilog token``),

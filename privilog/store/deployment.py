@@ -60,8 +60,13 @@ class FollowingWorld(World):
     @classmethod
     def of(cls, world: World, store_url: str) -> FollowingWorld:
         return cls(
-            entities=world.entities, grants=world.grants, members=world.members, admins=world.admins,
-            instance=world.instance, actions=world.actions, store_url=store_url,
+            entities=world.entities,
+            grants=world.grants,
+            members=world.members,
+            admins=world.admins,
+            instance=world.instance,
+            actions=world.actions,
+            store_url=store_url,
         )
 
 
@@ -166,8 +171,11 @@ class Deployment:
                     self.catch_up()
                 pause = 0.1
             except Exception as error:  # a follower outlives a database that is away for a while
-                print(f"privilog: following {self.store.url}: {error} (retrying in {pause:.1f} s)",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"privilog: following {self.store.url}: {error} (retrying in {pause:.1f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 stop.wait(pause)
                 pause = min(pause * 2, 10.0)
 

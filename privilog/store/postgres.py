@@ -100,8 +100,9 @@ class PostgresStore(SqlStore):
 
     def _open(self) -> psycopg.Connection[Any]:
         try:
-            return psycopg.connect(self._dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
-                                   application_name="privilog")
+            return psycopg.connect(
+                self._dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT, application_name="privilog"
+            )
         except (psycopg.Error, ValueError) as error:
             raise self._failure(error) from None
 
@@ -155,8 +156,9 @@ class PostgresStore(SqlStore):
         with cur.copy(f"COPY incoming({columns}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
-        cur.execute(f"INSERT INTO {table}({columns}) SELECT {columns} FROM incoming ORDER BY {columns} "
-                    "ON CONFLICT DO NOTHING")
+        cur.execute(
+            f"INSERT INTO {table}({columns}) SELECT {columns} FROM incoming ORDER BY {columns} ON CONFLICT DO NOTHING"
+        )
         added = int(cur.rowcount)
         cur.execute("DROP TABLE incoming")
         return added

@@ -204,8 +204,16 @@ class SqlStore(Store):
     def _is_admin(self, cur: Any, principal: str) -> bool:
         return self._one(cur, _IS_ADMIN, (principal,)) is not None
 
-    def _log(self, cur: Any, actor: str, kind: str, items: tuple[Any, ...], asked: tuple[Any, ...],
-             request_id: str, outcome: str) -> Change:
+    def _log(
+        self,
+        cur: Any,
+        actor: str,
+        kind: str,
+        items: tuple[Any, ...],
+        asked: tuple[Any, ...],
+        request_id: str,
+        outcome: str,
+    ) -> Change:
         at = now()
         cur.execute(
             self._sql(
@@ -225,8 +233,9 @@ class SqlStore(Store):
 
     # ---- changes ------------------------------------------------------------------------------
 
-    def change(self, actor: str, kind: str, items: Iterable[Any], request_id: str = "", *,
-               trusted: bool = False) -> Change:
+    def change(
+        self, actor: str, kind: str, items: Iterable[Any], request_id: str = "", *, trusted: bool = False
+    ) -> Change:
         if not isinstance(actor, str) or not actor or len(actor) > 512:
             raise StoreError("a change needs the principal making it (its actor)")
         asked = check_items(kind, items, self.actions)
@@ -235,9 +244,12 @@ class SqlStore(Store):
                 if not trusted and not self._is_admin(cur, actor):
                     admins = [r[0] for r in self._rows(cur, "SELECT principal FROM admins ORDER BY principal LIMIT 5")]
                     reason = f"{actor} is not an authorization admin"
-                    raise _Refusal(reason, NotAnAdmin(
-                        f"{reason}, so cannot make a `{kind}` change (admins: {', '.join(admins) or 'none'})"
-                    ))
+                    raise _Refusal(
+                        reason,
+                        NotAnAdmin(
+                            f"{reason}, so cannot make a `{kind}` change (admins: {', '.join(admins) or 'none'})"
+                        ),
+                    )
                 try:
                     done = self._apply(cur, kind, asked)
                 except StoreError as error:  # rolled back, then logged as refused
@@ -268,7 +280,8 @@ class SqlStore(Store):
                     raise StoreError("that would leave no authorization admin; add another admin first")
             marks = ", ".join("?" for _ in columns)
             statement = (
-                f"INSERT INTO {table}({', '.join(columns)}) VALUES ({marks})" if adding
+                f"INSERT INTO {table}({', '.join(columns)}) VALUES ({marks})"
+                if adding
                 else f"DELETE FROM {table} WHERE {where}"
             )
             if done:
@@ -282,8 +295,10 @@ class SqlStore(Store):
             done = []
             for text in items:
                 if self._one(cur, "SELECT 1 FROM entities WHERE entity = ?", (text,)) is None:
-                    cur.execute(self._sql("INSERT INTO entities(entity, top) VALUES (?, ?)"),
-                                (text, top_of(EntityId.parse(text))))
+                    cur.execute(
+                        self._sql("INSERT INTO entities(entity, top) VALUES (?, ?)"),
+                        (text, top_of(EntityId.parse(text))),
+                    )
                     done.append(text)
             return tuple(done)
         if kind == "entity.delete":
@@ -291,7 +306,8 @@ class SqlStore(Store):
             for text in items:
                 entity = EntityId.parse(text)
                 doomed = [
-                    row[0] for row in self._rows(cur, "SELECT entity FROM entities WHERE top = ?", (top_of(entity),))
+                    row[0]
+                    for row in self._rows(cur, "SELECT entity FROM entities WHERE top = ?", (top_of(entity),))
                     if row[0] == text or entity in EntityId.parse(row[0]).ancestors()
                 ]
                 if doomed:
@@ -302,8 +318,11 @@ class SqlStore(Store):
             done = []
             for role in items:
                 if self._one(cur, "SELECT 1 FROM roles WHERE role = ?", (role,)) is not None:
-                    for statement in ("DELETE FROM roles WHERE role = ?", "DELETE FROM members WHERE grp = ?",
-                                      "DELETE FROM grants WHERE principal = ?"):
+                    for statement in (
+                        "DELETE FROM roles WHERE role = ?",
+                        "DELETE FROM members WHERE grp = ?",
+                        "DELETE FROM grants WHERE principal = ?",
+                    ):
                         cur.execute(self._sql(statement), (role,))
                     done.append(role)
             return tuple(done)
@@ -353,8 +372,9 @@ class SqlStore(Store):
         with self._transaction(write=False) as cur:
             return int(self._one(cur, "SELECT coalesce(max(seq), 0) FROM changes"))
 
-    def audit(self, principal: str | None = None, entity: str | None = None, since: str | None = None,
-              limit: int = 1000) -> list[Change]:
+    def audit(
+        self, principal: str | None = None, entity: str | None = None, since: str | None = None, limit: int = 1000
+    ) -> list[Change]:
         where, params = [], []
         if principal is not None:
             where.append(f"(actor = ? OR {self.contains}(items, ?) > 0 OR {self.contains}(asked, ?) > 0)")
@@ -383,8 +403,14 @@ class SqlStore(Store):
             ("grants", "principal, action, entity", [(g.principal, g.action, str(g.entity)) for g in world.grants]),
             ("members", "member, grp", sorted(world.members)),
             ("admins", "principal", [(a,) for a in world.admins]),
-            ("roles", "role", sorted({(p,) for pair in world.members for p in pair if p.startswith("role:")}
-                                     | {(g.principal,) for g in world.grants if g.principal.startswith("role:")})),
+            (
+                "roles",
+                "role",
+                sorted(
+                    {(p,) for pair in world.members for p in pair if p.startswith("role:")}
+                    | {(g.principal,) for g in world.grants if g.principal.startswith("role:")}
+                ),
+            ),
         ]
         counts: dict[str, int] = {}
         with self._transaction(write=True) as cur:
@@ -408,7 +434,7 @@ class SqlStore(Store):
         statement = self._sql(f"INSERT INTO {table}({columns}) VALUES ({marks}) ON CONFLICT DO NOTHING")
         rows.sort()  # in key order, each insert appends to the index instead of splitting its pages
         for start in range(0, len(rows), 50_000):
-            cur.executemany(statement, rows[start:start + 50_000])
+            cur.executemany(statement, rows[start : start + 50_000])
         return int(self._one(cur, f"SELECT count(*) FROM {table}")) - before
 
     # ---- tokens ---------------------------------------------------------------------------
@@ -437,8 +463,9 @@ class SqlStore(Store):
         if parts is None:
             return None
         with self._transaction(write=False) as cur:
-            row = self._rows(cur, "SELECT digest, principal FROM tokens WHERE token_id = ? AND revoked IS NULL",
-                             (parts[0],))
+            row = self._rows(
+                cur, "SELECT digest, principal FROM tokens WHERE token_id = ? AND revoked IS NULL", (parts[0],)
+            )
         if row and secret_matches(parts[1], row[0][0]):
             return str(row[0][1])
         return None
@@ -450,8 +477,9 @@ class SqlStore(Store):
 
 def _change(row: tuple[Any, ...]) -> Change:
     seq, at, actor, kind, items, asked, request_id, outcome = row
-    return Change(int(seq), at, actor, kind, _tuples(json.loads(items)), _tuples(json.loads(asked)),
-                  request_id or "", outcome)
+    return Change(
+        int(seq), at, actor, kind, _tuples(json.loads(items)), _tuples(json.loads(asked)), request_id or "", outcome
+    )
 
 
 def _tuples(items: list[Any]) -> tuple[Any, ...]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from privilog.cli import main
+from privilog.pipeline.runs import KIND, MANIFEST, VERSION
 from tests.pipeline_report.browser import Chromium, Page, find_chromium
 from tests.pipeline_report.png import read_png
 
@@ -80,15 +82,32 @@ SCHEMAS = {
 }
 
 
+def spark_type(arrow: Any) -> str:
+    """A pyarrow type as Spark's ``simpleString`` writes it in a run's manifest."""
+    if pa.types.is_list(arrow):
+        return f"array<{spark_type(arrow.value_type)}>"
+    if pa.types.is_struct(arrow):
+        return "struct<" + ",".join(f"{f.name}:{spark_type(f.type)}" for f in arrow) + ">"
+    return {pa.string(): "string", pa.int64(): "bigint", pa.bool_(): "boolean"}[arrow]
+
+
 def write_run(folder: Path, **tables: list[dict[str, Any]]) -> Path:
-    """Each table's rows as Spark writes them: ``folder/NAME/part-0000N.parquet`` (two parts) and ``_SUCCESS``."""
+    """Each table's rows as Spark writes them: ``folder/NAME/part-0000N.parquet`` (two parts) and ``_SUCCESS``,
+    and the run's manifest (``run.json``) as a finished run writes it last."""
+    manifest: dict[str, Any] = {"kind": KIND, "version": VERSION, "command": "decide", "outputs": {}}
     for name, rows in tables.items():
+        manifest["outputs"][name] = {
+            "format": "parquet",
+            "rows": len(rows),
+            "columns": [{"name": f.name, "type": spark_type(f.type)} for f in SCHEMAS[name]],
+        }
         target = folder / name
         target.mkdir(parents=True)
         half = len(rows) // 2
         for i, part in enumerate((rows[:half], rows[half:])):
             pq.write_table(pa.Table.from_pylist(part, schema=SCHEMAS[name]), target / f"part-0000{i}.parquet")
         (target / "_SUCCESS").touch()
+    (folder / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
     return folder
 
 

@@ -134,8 +134,9 @@ def test_a_folder_that_is_not_a_run_is_one_line_and_exit_2(tmp_path: Path) -> No
     (tmp_path / "a-file").write_text("x")
     for folder, says in (
         (tmp_path / "only-rejects", "is not a pipeline run: it holds no decisions, visibility or changes table"),
-        (tmp_path / "missing", "no such folder; give the --out folder of a privilog pipeline run"),
-        (tmp_path / "a-file", "not a folder"),
+        (tmp_path / "missing", "no such folder (a pipeline run's --out)"),
+        (tmp_path / "a-file", "has no run.json: it is not the folder of a finished pipeline run"),
+        (tmp_path, "has no run.json: it is not the folder of a finished pipeline run"),
     ):
         code, out, err = report(str(folder), "--html")
         assert (code, out) == (2, "")
@@ -144,11 +145,12 @@ def test_a_folder_that_is_not_a_run_is_one_line_and_exit_2(tmp_path: Path) -> No
 
 
 def test_an_unreadable_table_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    (tmp_path / "run" / "decisions").mkdir(parents=True)
-    (tmp_path / "run" / "decisions" / "part-00000.parquet").write_bytes(b"not parquet at all")
-    code, out, err = report(str(tmp_path / "run"))
+    run = write_run(tmp_path / "run", decisions=_decisions())
+    for part in (run / "decisions").glob("*.parquet"):
+        part.write_bytes(b"not parquet at all")
+    code, out, err = report(str(run))
     assert (code, out) == (2, "")
-    assert err.startswith(f"privilog: {tmp_path / 'run' / 'decisions'}: not a readable Parquet table (")
+    assert err.startswith(f"privilog: {run / 'decisions'}: cannot read the table as parquet (")
     assert err.count("\n") == 1
 
 

@@ -12,6 +12,8 @@ requests. The pipeline's module functions decide the whole batch in one run, and
   (``Authorizer.request`` raises), and every other request is decided once;
 * each decision (allow or deny, the unmet requirement ids, and what each unmet
   "every" requirement lacks) equals ``Authorizer.check``'s;
+* each allowed request names grants that allow it (``allowed_by``): one of the reference's
+  witnesses for each requirement met by a grant, and those grants alone allow it;
 * for listings of every kind, the visibility table's (principal, entity) pairs equal
   what ``Authorizer.visible`` shows each principal of the world for each listable
   type, and each row's witness is a grant the reference engine counts for that listing;
@@ -205,6 +207,43 @@ def test_decisions_agree_with_the_reference(run: Pipeline) -> None:
     assert disagreements == []
 
 
+def test_an_allowed_request_names_grants_that_allow_it(run: Pipeline) -> None:
+    """allowed_by names, for each requirement that applies and a grant meets, one grant that meets it
+    (any of the reference's witnesses: not necessarily the one the reference lists first); and in a
+    world holding only those grants (with the memberships, the entities, and the grants on what an
+    "every" requirement covers), the reference engine allows the request too."""
+    world = run.batch.world
+    wrong = []
+    checked = 0
+    for index, rows in sorted(run.decided.items()):
+        (row,) = rows
+        expected = _reference(run, index)
+        if row["decision"] != "allow" or isinstance(expected, str):
+            continue
+        witnesses = {o.id: {(w.holder, w.action, str(w.entity)) for w in o.witnesses} for o in expected.outcomes}
+        named = {g["requirement"]: (g["principal"], g["action"], g["entity"]) for g in row["allowed_by"]}
+        wanted = {o.id for o in expected.outcomes if o.applies and o.witnesses}
+        where = f"{run.batch.requests[index]}: allowed_by {row['allowed_by']}"
+        if set(named) != wanted or len(named) != len(row["allowed_by"]):
+            wrong.append(f"{where}: the requirements met by a grant are {sorted(wanted)}")
+            continue
+        if any(grant not in witnesses[i] for i, grant in named.items()):
+            wrong.append(f"{where}: not among the reference's witnesses {witnesses}")
+            continue
+        covered = {str(e) for o in expected.outcomes if o.applies for e in o.covered}
+        grants = [list(g) for g in named.values()] + [g for g in world["grants"] if g[2] in covered]
+        alone = privilog.load(
+            run.reference.policy, {"entities": world["entities"], "grants": grants, "members": world["members"]}
+        )
+        principal, operation, entity, args = run.batch.requests[index]
+        decision = alone.check(alone.request(principal, operation, entity, json.loads(args) if args else {}))
+        checked += 1
+        if not decision.allowed:
+            wrong.append(f"{where}: with only these grants the reference denies it")
+    assert wrong == []
+    assert checked >= 8
+
+
 def test_the_batch_covers_what_the_comparison_is_about(run: Pipeline) -> None:
     """The generated requests are not all alike: without these the tests above prove little."""
     decisions = [rows[0] for rows in run.decided.values()]
@@ -330,9 +369,7 @@ def shown(request: pytest.FixtureRequest, spark: SparkSession, generated: Callab
     policy = _listing_policy(request.param)
     batch = generated(policy, LISTED_WORLDS, 1)
     engine, deployment = _deployment(spark, policy, _frames(spark, batch))
-    visible = [
-        row.asDict() for row in visibility(spark, engine, deployment, Progress(quiet=True)).collect()
-    ]
+    visible = [row.asDict() for row in visibility(spark, engine, deployment, Progress(quiet=True)).collect()]
     return Shown(batch, privilog.load(policy, batch.world), visible, _world_rejects(deployment))
 
 

@@ -22,6 +22,7 @@ import contextlib
 import csv
 import io
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -145,6 +146,14 @@ def _table(spark: SparkSession, path: Path) -> list[dict[str, Any]]:
     return [row.asDict(recursive=True) for row in spark.read.parquet(str(path)).collect()]
 
 
+def _shown(out: Path, table: str) -> list[dict[str, Any]]:
+    """Every row of a run's table as ``pipeline show`` reads it (pyarrow, in the run's format)."""
+    from privilog.pipeline.runs import open_run
+    from privilog.pipeline.show import read_rows
+
+    return read_rows(open_run(out), table, None)
+
+
 def _plain(row: dict[str, Any]) -> dict[str, Any]:
     """A row without its empty fields (CSV reads an empty field as null, a reject's JSON leaves nulls out)."""
     return {k: v for k, v in row.items() if v not in (None, "")}
@@ -172,22 +181,27 @@ class Decided:
     decisions: list[dict[str, Any]]
     rejects: list[dict[str, Any]]
     columns: list[str]
+    out_folder: Path
 
 
 @pytest.fixture(scope="module")
 def decided(deployment: Deployment, spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Decided:
     """``privilog pipeline decide`` over the CSV deployment (with the rows of DEFECTS)."""
-    out = tmp_path_factory.mktemp("decide")
+    out = tmp_path_factory.mktemp("decide") / "out"
     printed = io.StringIO()  # a module's fixture cannot take capsys
     with contextlib.redirect_stdout(printed):
         code = main(["pipeline", "decide", *deployment.paths("csv", *TABLES), "--out", str(out), "--quiet"])
     columns = spark.read.parquet(str(out / "decisions")).columns
-    return Decided(code, printed.getvalue(), _table(spark, out / "decisions"), _table(spark, out / "rejects"), columns)
+    return Decided(
+        code, printed.getvalue(), _table(spark, out / "decisions"), _table(spark, out / "rejects"), columns, out
+    )
 
 
 def test_decide_writes_one_decision_per_good_request(decided: Decided, deployment: Deployment) -> None:
     assert decided.code == 0
-    assert decided.columns == ["principal", "operation", "entity", "args", "timestamp", "decision", "unmet"]
+    assert decided.columns == [
+        *("principal", "operation", "entity", "args", "timestamp", "decision", "unmet", "allowed_by")
+    ]
     assert len(decided.decisions) == REQUESTS
     assert collections.Counter(r["timestamp"] for r in decided.decisions) == collections.Counter(
         r["timestamp"] for r in deployment.good["requests"]
@@ -195,6 +209,10 @@ def test_decide_writes_one_decision_per_good_request(decided: Decided, deploymen
     for row in decided.decisions:
         assert row["decision"] in ("allow", "deny")
         assert (row["decision"] == "allow") == (row["unmet"] == []), row
+        assert row["decision"] == "allow" or row["allowed_by"] == [], row
+        for grant in row["allowed_by"]:
+            assert set(grant) == {"requirement", "principal", "action", "entity"}, row
+            assert grant["requirement"].startswith(row["operation"] + "#"), row
         for unmet in row["unmet"]:
             assert set(unmet) == {"requirement", "text", "lacking"}
             assert unmet["requirement"].startswith(row["operation"] + "#") and unmet["text"]
@@ -275,6 +293,84 @@ def test_decisions_agree_with_the_reference_engine(decided: Decided, deployment:
     assert 0.1 < sum(r["decision"] == "allow" for r in rows) / len(rows) < 0.9
 
 
+def test_decide_records_the_run_in_run_json(decided: Decided, deployment: Deployment) -> None:
+    import hashlib
+
+    from privilog import dsl
+
+    manifest = json.loads((decided.out_folder / "run.json").read_text())
+    assert manifest["command"] == "decide"
+    path = dsl.resolve_policy_path("cdap")
+    assert manifest["policies"] == [
+        {"name": "cdap", "file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    ]
+    for table in TABLES:
+        bad = len(deployment.bad[table]) + len(DEFECTS[table])
+        good = len(deployment.good[table])
+        entry = manifest["inputs"][table]
+        assert entry == {
+            "path": str(table_path(deployment.folders["csv"], table, "csv")),
+            "format": "csv",
+            "rows": good + bad,
+            "used": good,
+            "rejected": bad,
+        }, table
+    assert manifest["inputs"]["requests"]["used"] == REQUESTS
+    assert manifest["outputs"]["decisions"]["rows"] == REQUESTS
+    assert manifest["outputs"]["rejects"]["rows"] == len(decided.rejects)
+    assert [c["name"] for c in manifest["outputs"]["decisions"]["columns"]] == decided.columns
+    assert manifest["rows_in_check"].startswith("passed")
+    assert manifest["spark"].split(".")[0] == "4" and manifest["privilog"]
+    assert manifest["started"] <= manifest["finished"]
+    assert {p.name for p in decided.out_folder.parent.iterdir()} <= {"out", ".out.lock"}
+
+
+def test_decide_prints_allowed_denied_and_unmet_per_operation(decided: Decided) -> None:
+    counts = collections.Counter((r["operation"], r["decision"]) for r in decided.decisions)
+    unmet = collections.Counter(
+        (r["operation"], u["requirement"]) for r in decided.decisions for u in r["unmet"] if r["decision"] == "deny"
+    )
+    lines = decided.out.splitlines()
+    assert lines[0].split()[:3] == ["operation", "allowed", "denied"]
+    operations = {op for op, _ in counts}
+    body = [line for line in lines[1:] if line.split()[0] in operations]
+    assert len(body) == len(operations)
+    for line in body:
+        operation, allowed, denied, *rest = line.split()
+        assert (int(allowed.replace(",", "")), int(denied.replace(",", ""))) == (
+            counts[(operation, "allow")],
+            counts[(operation, "deny")],
+        ), line
+        if counts[(operation, "deny")]:
+            top = max(n for (op, _), n in unmet.items() if op == operation)
+            assert rest[0].startswith("#") and re.findall(r"\(([\d,]+)\)", line)[0] == f"{top:,}", line
+    summary = json.loads((decided.out_folder / "run.json").read_text())["summary"]
+    assert {(s["operation"], s["allowed"], s["denied"]) for s in summary} == {
+        (op, counts[(op, "allow")], counts[(op, "deny")]) for op in operations
+    }
+
+
+def test_an_allowed_decision_names_grants_of_the_world(decided: Decided, deployment: Deployment) -> None:
+    granted = {(r["principal"], r["action"], r["entity"]) for r in deployment.good["grants"]}
+    allowed = [r for r in decided.decisions if r["decision"] == "allow"]
+    assert sum(bool(r["allowed_by"]) for r in allowed) > len(allowed) / 2
+    for row in allowed:
+        for grant in row["allowed_by"]:
+            held = (grant["principal"], grant["action"], grant["entity"])
+            assert held in granted or (grant["principal"], "ALL", grant["entity"]) in granted, row
+
+
+def test_show_prints_the_decide_run(decided: Decided, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "pipeline", "show", str(decided.out_folder))
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0].startswith("decide run ")
+    assert lines[1].startswith("  policy   cdap (sha256 ")
+    assert any(line.startswith("operation ") and "most often unmet" in line for line in lines)
+    assert f"decisions (the first 5 of {REQUESTS:,} rows)" in lines
+    assert lines[lines.index(f"decisions (the first 5 of {REQUESTS:,} rows)") + 1].split() == decided.columns
+
+
 # ---- visibility -----------------------------------------------------------------------
 
 
@@ -287,16 +383,18 @@ def test_visibility_lists_what_the_reference_engine_shows(
         "visibility",
         *deployment.paths("json", "entities", "grants", "members"),
         "--out",
-        str(tmp_path),
+        str(tmp_path / "out"),
+        "--out-format",
+        "csv",
         "--quiet",
     )
     assert code == 0
-    shown = spark.read.parquet(str(tmp_path / "visibility"))
-    assert shown.columns == ["principal", "entity", "type", "action", "granted_entity", "holder"]
-    rows = [r.asDict() for r in shown.collect()]
+    assert sorted(p.name for p in (tmp_path / "out" / "visibility").glob("part-*"))[0].endswith(".csv")
+    rows = _shown(tmp_path / "out", "visibility")
+    assert list(rows[0]) == ["principal", "entity", "type", "action", "granted_entity", "holder"]
     bad = sum(len(deployment.bad[t]) for t in ("entities", "grants", "members"))
     assert out.startswith(f"{len(rows):,} (principal, entity) pairs visible; {bad} rows rejected;")
-    assert len(_table(spark, tmp_path / "rejects")) == bad
+    assert len(_shown(tmp_path / "out", "rejects")) == bad
     authz = _reference(deployment)
     busiest = [p for p, _ in collections.Counter(r["principal"] for r in rows).most_common(2)]
     quiet = sorted(authz.world.principals() - set(busiest))[:1]
@@ -319,8 +417,8 @@ class Impact:
 
 @pytest.fixture(scope="module")
 def impact(deployment: Deployment, spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Impact:
-    """``privilog pipeline impact cdap-4.2 cdap`` over the Parquet deployment."""
-    out = tmp_path_factory.mktemp("impact")
+    """``privilog pipeline impact cdap-4.2 cdap`` over the Parquet deployment, written as JSON lines."""
+    out = tmp_path_factory.mktemp("impact") / "out"
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         code = main(
@@ -332,16 +430,12 @@ def impact(deployment: Deployment, spark: SparkSession, tmp_path_factory: pytest
                 *deployment.paths("parquet", *TABLES),
                 "--out",
                 str(out),
+                "--out-format",
+                "json",
                 "--quiet",
             ]
         )
-    return Impact(
-        code,
-        printed.getvalue(),
-        _table(spark, out / "changes"),
-        _table(spark, out / "by_operation"),
-        _table(spark, out / "rejects"),
-    )
+    return Impact(code, printed.getvalue(), _shown(out, "changes"), _shown(out, "by_operation"), _shown(out, "rejects"))
 
 
 def test_impact_counts_by_operation_agree_with_its_changes(impact: Impact) -> None:
