@@ -18,6 +18,7 @@ from privilog.dsl.check import ancestor_types
 from privilog.dsl.errors import PrivilogError, article, did_you_mean
 from privilog.dsl.format import format_alternatives
 from privilog.dsl.ir import Operation, Policy, Requirement, Scope, Verb
+from privilog.dsl.limits import WORLD_ENTRIES, LimitError
 from privilog.engine.backends import Backend, make_backend
 from privilog.engine.decision import Change, Decision, GrantChange, MembershipChange, Outcome, Request, Visible, Witness
 from privilog.engine.facts import world_facts
@@ -96,6 +97,10 @@ class Authorizer:
         gc.freeze()
 
     def _refresh(self) -> None:
+        world = self.world
+        size = len(world.entities) + len(world.grants) + len(world.members) + len(world.admins)
+        if size > WORLD_ENTRIES.value():  # refused before its facts are made: they cost the memory
+            raise LimitError(WORLD_ENTRIES.refusal("the world", size))
         new = world_facts(self.world)
         for relation in set(new) | set(self._facts):
             before, after = self._facts.get(relation, set()), new.get(relation, set())

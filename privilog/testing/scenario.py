@@ -18,8 +18,9 @@ from pathlib import Path
 
 from privilog import dsl
 from privilog.dsl.errors import PrivilogError
-from privilog.dsl.files import read_world_text
+from privilog.dsl.files import read_text, read_world_text
 from privilog.dsl.ir import Policy
+from privilog.dsl.limits import CASES, SCENARIO_BYTES
 from privilog.engine.authorizer import Authorizer
 from privilog.engine.world import Located, World, WorldReader, compose
 from privilog.testing.coverage import PolicyCoverage
@@ -113,7 +114,7 @@ class ScenarioRunner:
         return self._policies[path]
 
     def run(self, path: Path) -> Iterator[CaseResult]:
-        text = read_world_text(path, "scenario")
+        text = read_text(path, "scenario", SCENARIO_BYTES.variable, SCENARIO_BYTES.value())
         root = compose(text, str(path))
         if root is None:
             raise ScenarioError(f"{path}: the scenario is empty")
@@ -129,6 +130,8 @@ class ScenarioRunner:
         cases = top.get("cases")
         if cases is None or not isinstance(cases.value, list):
             raise ScenarioError(f"{path}: a scenario needs `cases:`, a list of requests and expectations")
+        if len(cases.value) > CASES.value():
+            raise ScenarioError(f"{cases.where}: " + CASES.refusal("the scenario", len(cases.value)))
         for number, case in enumerate(cases.value, start=1):
             result = self._case(authorizer, base_world, reader, case, number, path.parent, coverage)
             if result is None:
