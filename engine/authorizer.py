@@ -281,6 +281,8 @@ class Authorizer:
             if param.type == "bool":
                 if value is not None and not isinstance(value, str | bool | int):
                     raise RequestError(f"`${name}` is true or false, not {value!r}")
+                if isinstance(value, int) and value.bit_length() > 64:  # too long for str() past 4300 digits
+                    raise RequestError(f"`${name}` is true or false, not a number of {value.bit_length()} bits")
                 word = str(value).strip().lower()
                 if word in TRUE_WORDS:
                     out.append((name, "true"))

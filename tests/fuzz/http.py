@@ -69,11 +69,14 @@ def generate(rng: random.Random, count: int) -> Iterator[Case]:
             yield {"method": method, "path": path, "token": rng.choice(CHANGERS), "body": broken, "change": True}
         elif how < 7:
             (method, path), body = rng.choice(sorted({**QUESTIONS, **CHANGES}.items()))
-            raw = (
-                mutate_bytes(rng, json.dumps(body).encode())
-                if rng.random() < 0.7
-                else rng.randbytes(rng.randint(0, 64))
-            )
+            text = json.dumps(body)
+            if rng.random() < 0.2:  # a number longer than Python reads (4300 digits), or a deep nesting
+                value = rng.choice(["9" * rng.randint(4000, 9000), "[" * 5000, "-0." + "1" * 5000, "1e99999"])
+                raw = text.replace('"user:bob"', value, 1).replace("{}", value, 1).encode()
+            elif rng.random() < 0.8:
+                raw = mutate_bytes(rng, text.encode())
+            else:
+                raw = rng.randbytes(rng.randint(0, 64))
             yield {
                 "method": method,
                 "path": path,
