@@ -63,7 +63,7 @@ def resolve_policy_path(name: str, relative_to: Path | None = None) -> Path:
         if _is_file(candidate):
             return candidate
     shipped = sorted(p.stem for p in rules_dir().glob("*.policy"))
-    raise PrivilogError(f"no policy `{name}`: not a file, and not one of the shipped policies ({', '.join(shipped)})")
+    raise OneLineError(f"no policy `{name}`: not a file, and not one of the shipped policies ({', '.join(shipped)})")
 
 
 def _is_file(path: Path) -> bool:

@@ -526,7 +526,11 @@ def load_world(path: str | Path, actions: Iterable[str], bind: bool = False) -> 
     Only a regular file (or a folder of tables) within ``PRIVILOG_MAX_WORLD_BYTES`` is read.
     """
     path = Path(path)
-    if not path.exists():
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):  # a name the system refuses: too long, a NUL in it
+        exists = False
+    if not exists:
         raise WorldError(f"{path}: no such world file")
     if is_table_path(path):
         if bind:
