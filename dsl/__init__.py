@@ -60,10 +60,18 @@ def resolve_policy_path(name: str, relative_to: Path | None = None) -> Path:
         candidates += [relative_to / name, relative_to / f"{name}.policy"]
     candidates += [path, Path(f"{name}.policy"), rules_dir() / name, rules_dir() / f"{name}.policy"]
     for candidate in candidates:
-        if candidate.is_file():
+        if _is_file(candidate):
             return candidate
     shipped = sorted(p.stem for p in rules_dir().glob("*.policy"))
-    raise PrivilogError(f"no policy `{name}`: not a file, and not one of the shipped policies ({', '.join(shipped)})")
+    raise OneLineError(f"no policy `{name}`: not a file, and not one of the shipped policies ({', '.join(shipped)})")
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; a name the system refuses (too long, a NUL in it) is not one."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def parse_unchecked(text: str, file: str = "<policy>") -> Policy:

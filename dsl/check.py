@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from privilog.dsl.errors import PolicyError, PolicyErrors, did_you_mean
 from privilog.dsl.ir import Atom, Comparison, Operation, Option, Policy, Requirement, Rule, Scope, Span, Target, Var
+from privilog.dsl.limits import OPERATIONS, RULES
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -547,8 +548,17 @@ PASSES: tuple[tuple[str, Pass], ...] = (
 )
 
 
+def _size(policy: Policy) -> None:
+    """A policy over PRIVILOG_MAX_OPERATIONS or PRIVILOG_MAX_RULES is refused before any pass runs:
+    the passes, and compiling the policy, cost time and memory in proportion to its size."""
+    for limit, count in ((OPERATIONS, len(policy.operations)), (RULES, len(policy.rules))):
+        if count > limit.value():
+            raise PolicyError(limit.refusal(f"the policy {policy.name or policy.span.file}", count), policy.span)
+
+
 def check(policy: Policy) -> Policy:
     """Run every pass; return the checked policy (action sets expanded) or raise all errors."""
+    _size(policy)
     errors: list[PolicyError] = []
     for _name, run in PASSES:
         result = run(policy, errors)

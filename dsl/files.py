@@ -62,7 +62,7 @@ def check_regular(path: Path, what: str, variable: str, cap: int) -> int:
     """The size of ``path`` if it is a regular file within ``cap``; else :class:`FileRefused`."""
     try:
         info = os.stat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, ValueError):  # ValueError: a NUL byte in the name
         raise FileRefused(f"{path}: no such {what} file") from None
     except OSError as error:
         raise FileRefused(f"{path}: cannot read the {what}: {error.strerror or error}") from None
@@ -94,7 +94,7 @@ def read_bytes(path: Path, what: str, variable: str, cap: int) -> bytes:
     """
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    except FileNotFoundError:
+    except (FileNotFoundError, ValueError):  # ValueError: a NUL byte in the name
         raise FileRefused(f"{path}: no such {what} file") from None
     except IsADirectoryError:
         refused = f"{path}: not a regular file (a folder); {article(what)} is read only from a regular file"

@@ -116,9 +116,12 @@ def analyse(program: Program) -> Analysis:
             kinds[name] = Kind.BASE
         else:
             kinds[name] = Kind.STATIC
+    by_head: dict[str, list[tuple[int, Rule]]] = {}  # grouped once: many rules cost linear time, not quadratic
+    for position, rule in enumerate(program.rules):
+        by_head.setdefault(rule.head.predicate, []).append((position, rule))
     components = []
     for members in _components(program.rules):
-        rules = tuple(r for r in program.rules if r.head.predicate in members)
+        rules = tuple(r for _, r in sorted(p for m in members for p in by_head.get(m, ())))
         used = {b.predicate for r in rules for b in r.body if isinstance(b, Atom)} - members
         kind = max((kinds.get(u, Kind.STATIC) for u in used), default=Kind.STATIC)
         kind = Kind.WORLD if kind is Kind.BASE else kind

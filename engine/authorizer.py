@@ -19,6 +19,7 @@ from privilog.dsl.check import ancestor_types
 from privilog.dsl.errors import PrivilogError, article, did_you_mean
 from privilog.dsl.format import format_alternatives
 from privilog.dsl.ir import Operation, Policy, Requirement, Scope, Verb
+from privilog.dsl.limits import WORLD_ENTRIES, LimitError
 from privilog.engine.backends import Backend, make_backend
 from privilog.engine.decision import Change, Decision, GrantChange, MembershipChange, Outcome, Request, Visible, Witness
 from privilog.engine.facts import world_facts
@@ -121,6 +122,10 @@ class Authorizer:
             self.refresh()
 
     def _refresh(self) -> None:
+        world = self.world
+        size = len(world.entities) + len(world.grants) + len(world.members) + len(world.admins)
+        if size > WORLD_ENTRIES.value():  # refused before its facts are made: they cost the memory
+            raise LimitError(WORLD_ENTRIES.refusal("the world", size))
         self.world.observers.add(self)
         new = world_facts(self.world)
         for relation in set(new) | set(self._facts):
@@ -308,6 +313,8 @@ class Authorizer:
             if param.type == "bool":
                 if value is not None and not isinstance(value, str | bool | int):
                     raise RequestError(f"`${name}` is true or false, not {value!r}")
+                if isinstance(value, int) and value.bit_length() > 64:  # too long for str() past 4300 digits
+                    raise RequestError(f"`${name}` is true or false, not a number of {value.bit_length()} bits")
                 word = str(value).strip().lower()
                 if word in TRUE_WORDS:
                     out.append((name, "true"))

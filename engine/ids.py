@@ -21,10 +21,23 @@ from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from privilog.dsl.errors import OneLineError, did_you_mean
+from privilog.dsl.limits import ID_LENGTH
 
 
 class IdError(OneLineError):
     """A malformed entity or principal id."""
+
+
+# Below this many characters an id is never checked against PRIVILOG_MAX_ID_LENGTH (whose
+# least value it is): reading the environment costs more than making the id.
+_SHORT = ID_LENGTH.least
+
+
+def _refuse_long(text: str) -> None:
+    """:class:`IdError` when ``text`` is longer than ``PRIVILOG_MAX_ID_LENGTH`` allows."""
+    limit = ID_LENGTH.value()
+    if len(text) > limit:
+        raise IdError(ID_LENGTH.refusal(f"the id `{text[:40]}...`", len(text), limit))
 
 
 # The name rules of CDAP 5.1's ids (co.cask.cdap.proto.id.EntityId and its subclasses): every id
@@ -94,6 +107,8 @@ class EntityId(tuple[str, str]):
         if pattern is None:
             hint = did_you_mean(str(type), _SHAPES) or f"entity types are {', '.join(_SHAPES)}"
             raise IdError(f"unknown entity type `{type}`: {hint}")
+        if isinstance(name, str) and len(name) > _SHORT:
+            _refuse_long(f"{type}:{name}")
         if not isinstance(name, str) or not pattern.match(name):
             raise IdError(f"malformed {type} id `{type}:{name}`: expected the form `{_SHAPES[type].example}`")
         return tuple.__new__(cls, (type, name))
@@ -126,6 +141,8 @@ class EntityId(tuple[str, str]):
         """Parse ``type:name``; raise :class:`IdError` saying what is wrong and what is expected."""
         if not isinstance(text, str):
             raise IdError(f"an entity id is text such as `namespace:ns1`, not {text!r}")
+        if len(text) > _SHORT:
+            _refuse_long(text)
         type_name, colon, name = text.partition(":")
         if not colon:
             raise IdError(f"malformed entity id `{text}`: expected TYPE:NAME, such as `namespace:ns1`")
@@ -178,6 +195,8 @@ INSTANCE_NAME = _COMPILED["instance"]
 
 def parse_instance(text: str) -> str:
     """Validate an instance's name (as the name of an ``instance:`` id) and return it."""
+    if isinstance(text, str) and len(text) > _SHORT:
+        _refuse_long(text)
     if not isinstance(text, str) or not INSTANCE_NAME.match(text):
         raise IdError(f"malformed instance name {text!r}: a name is letters, digits, `_` and `-`, such as cdap")
     return text
@@ -187,6 +206,8 @@ def parse_principal(text: str) -> str:
     """Validate a principal id (``user:alice``, ``group:eng``, ``role:ops``) and return it."""
     if not isinstance(text, str):
         raise IdError(f"a principal is text such as `user:alice`, not {text!r}")
+    if len(text) > _SHORT:
+        _refuse_long(text)
     kind, colon, name = text.partition(":")
     if not colon or kind not in PRINCIPAL_KINDS:
         hint = f"; did you mean `user:{text}`?" if not colon and _PRINCIPAL_NAME.match(text) else ""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import sys
 import threading
 import time
 import weakref
@@ -22,6 +23,7 @@ from types import FrameType
 
 from privilog.dsl.errors import PolicyError, PolicyErrors, PrivilogError, did_you_mean, relocate_all
 from privilog.dsl.ir import Atom, Comparison, Const, Literal, Var
+from privilog.dsl.limits import ANSWER_ROWS, EVALUATION_MEGABYTES
 from privilog.engine.program import Row
 
 from privilog import dsl
@@ -41,7 +43,6 @@ SECONDS_VAR = "PRIVILOG_QUERY_SECONDS"
 ROWS_VAR = "PRIVILOG_QUERY_ROWS"
 DEFAULT_SECONDS = 30.0
 DEFAULT_ROWS = 5_000_000
-MAX_BINDINGS = 10_000  # an answer stops collecting bindings after this many
 EXAMPLE = '?- descendant(namespace:sales, D), is_a(D, "dataset").'
 _HEAD = "query() :-\n"  # a query is parsed as the body of a rule with this head
 
@@ -103,6 +104,26 @@ class _Expired(BaseException):
     """Raised by the timer inside an evaluation; a BaseException, as KeyboardInterrupt is, so that
     no `except Exception` on the way (a fallback to another evaluation) takes it for a failure."""
 
+    def __init__(self, limit: QueryLimit):
+        super().__init__()
+        self.limit = limit
+
+
+def resident_bytes() -> int:
+    """The process's resident memory now (Linux), or at its peak (elsewhere)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(peak) * (1 if sys.platform == "darwin" else 1024)
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_TICK = 0.1  # seconds between the timer's looks at the clock and the memory
+
 
 def _in_a_callback(frame: FrameType) -> bool:
     """Whether ``frame`` runs where the interpreter ignores an exception: a garbage collector
@@ -117,30 +138,39 @@ def _in_a_callback(frame: FrameType) -> bool:
 def time_limit(budget: Budget) -> Iterator[None]:
     """Stop what runs inside (an evaluation privilog does not step itself) at the budget's deadline.
 
-    On the main thread of a Unix process a timer interrupts it, and again every tenth of a
-    second until it has stopped, with :class:`QueryLimit`; elsewhere only :func:`solve`'s own
-    counting stops a query.
+    On the main thread of a Unix process a timer looks every tenth of a second at the clock
+    and at the memory the process has taken since the start (``PRIVILOG_QUERY_MEGABYTES``), and
+    stops it past either with :class:`QueryLimit`; elsewhere only :func:`solve`'s own counting
+    stops a query.
     """
     budget.start()
     usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
     if not usable:
         yield
         return
+    megabytes = EVALUATION_MEGABYTES.value()
+    ceiling = resident_bytes() + (megabytes << 20)
 
-    def expired(signum: int, frame: FrameType | None) -> None:
+    def tick(signum: int, frame: FrameType | None) -> None:
         # Not inside a garbage collector callback, where an exception is ignored: the timer
         # fires again a tenth of a second later.
         if frame is not None and _in_a_callback(frame):
             return
-        raise _Expired
+        if time.monotonic() > budget.deadline:
+            raise _Expired(budget.out_of_time())
+        if resident_bytes() > ceiling:
+            raise _Expired(QueryLimit(
+                f"stopped after taking {megabytes} MB more memory: the query or rule is too large "
+                f"(join fewer unrelated literals, or set {EVALUATION_MEGABYTES.variable} to allow more)"
+            ))
 
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, budget.seconds, 0.1)
+    previous = signal.signal(signal.SIGALRM, tick)
+    signal.setitimer(signal.ITIMER_REAL, min(_TICK, budget.seconds), _TICK)
     try:
         yield
-    except _Expired:
+    except _Expired as expired:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        raise budget.out_of_time() from None
+        raise expired.limit from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
@@ -281,7 +311,7 @@ def _check(body: Sequence[Literal], relations: Mapping[str, int]) -> None:
 
 
 def answer(query: Query, body: Sequence[Literal], budget: Budget, limit: int | None = None) -> Answer:
-    """Every binding of ``body``'s variables, up to ``limit`` (default :data:`MAX_BINDINGS`),
+    """Every binding of ``body``'s variables, up to ``limit`` (default ``PRIVILOG_QUERY_ANSWER_ROWS``),
     within ``budget`` (its deadline enforced by :func:`time_limit` around the whole evaluation).
 
     >>> facts = {"edge": {("a", "b"), ("b", "c")}}
@@ -291,13 +321,13 @@ def answer(query: Query, body: Sequence[Literal], budget: Budget, limit: int | N
     Answer(variables=('X',), rows=(('a',),), complete=True)
     """
     names = tuple(dict.fromkeys(v for lit in body for v in lit.variables if not v.startswith("_")))
-    limit = MAX_BINDINGS if limit is None else limit
+    limit = ANSWER_ROWS.value() if limit is None else limit
     rows: dict[Row, None] = {}
     complete = True
     with time_limit(budget):
         for binding in solve(query, body, budget):
             rows[tuple(binding[n] for n in names)] = None
-            if len(rows) >= limit:
+            if len(rows) > limit:  # one more than the limit: the answer is cut, not merely full
                 complete = False
                 break
-    return Answer(names, tuple(sorted(rows)), complete)
+    return Answer(names, tuple(sorted(list(rows)[:limit])), complete)

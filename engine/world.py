@@ -546,7 +546,11 @@ def located(node: yaml.Node, file: str) -> Located:
         return Located(mapping, where)
     if isinstance(node, yaml.SequenceNode):
         return Located([located(v, file) for v in node.value], where)
-    return Located(yaml.SafeLoader("").construct_object(node, deep=True), where)
+    try:
+        return Located(yaml.SafeLoader("").construct_object(node, deep=True), where)
+    except Exception as error:  # PyYAML's constructors raise what they meet: an unknown tag, a bad !!timestamp
+        problem = getattr(error, "problem", None) or f"a value YAML cannot read ({error})"
+        raise WorldError(f"{where}: not valid YAML or JSON: {problem}") from None
 
 
 class _NoAnchors(yaml.SafeLoader):
@@ -571,7 +575,13 @@ def compose(text: str, file: str) -> Located | None:
 
     Anchors, aliases and keys written twice are errors naming their line and column.
     """
-    loader = _NoAnchors(text)
+    try:
+        loader = _NoAnchors(text)  # reads every character first: a NUL or a control character stops it here
+    except yaml.reader.ReaderError as error:
+        line = text.count("\n", 0, error.position) + 1
+        column = error.position - text.rfind("\n", 0, error.position)
+        raise WorldError(f"{file}:{line}:{column}: not valid YAML or JSON: the character "
+                         f"U+{int(error.character):04X} is not allowed") from None
     loader.file = file
     try:
         node = loader.get_single_node()
@@ -739,7 +749,11 @@ def load_world(path: str | Path, actions: Iterable[str], bind: bool = False) -> 
     within ``PRIVILOG_MAX_WORLD_BYTES`` is read.
     """
     path = Path(path)
-    if not path.exists():
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):  # a name the system refuses: too long, a NUL in it
+        exists = False
+    if not exists:
         raise WorldError(f"{path}: no such world file")
     if is_table_path(path):
         if bind:

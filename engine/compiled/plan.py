@@ -116,7 +116,7 @@ def compile_conjunction(
         raise ValueError("unsafe rule body: a negation or comparison has an unbound variable")
     if head is not None:
         terms = ", ".join(writer.term(t) for t in head)
-        writer.line(f"emit(({terms},))")
+        writer.line(f"emit(({terms},))" if terms else "emit(())")  # a relation without columns: p() :- ...
         signature = ", ".join(["emit", *entry_names])
         ending: list[str] = []
     else:
@@ -171,6 +171,8 @@ def _key(writer: _Writer, atom: Atom, columns: list[int]) -> str:
     """An index key (a value, or a tuple of several); a whole row is always a tuple."""
     parts = [writer.term(atom.terms[c]) for c in columns]
     whole = len(columns) == len(atom.terms)
+    if not parts:
+        return "()"  # the one row of a relation without columns
     return parts[0] if len(parts) == 1 and not whole else "(" + ", ".join(parts) + ",)"
 
 

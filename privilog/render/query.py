@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from privilog.dsl.limits import ANSWER_ROWS
 from privilog.engine.query import Answer
 
 MAX_ROWS_SHOWN = 100
@@ -36,6 +37,8 @@ def render_answer(answer: Answer) -> str:
         count = f"stopped after {count}"
     if len(rows) > len(shown):
         count += f", the first {len(shown)} shown"
+    if not answer.complete:
+        count += f"; set {ANSWER_ROWS.variable} for more"
     lines.append(f"({count})")
     return "\n".join(lines)
 

@@ -99,6 +99,8 @@ def parse_json(raw: bytes) -> Any:
         return json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as error:
         raise HttpError(f"malformed JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
+    except ValueError:  # Python reads at most 4300 digits of a whole number
+        raise HttpError("malformed JSON: a number with more digits than privilog reads") from None
     except RecursionError:
         raise HttpError("malformed JSON: nested too deeply") from None
 

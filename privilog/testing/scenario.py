@@ -18,8 +18,9 @@ from pathlib import Path
 
 from privilog import dsl
 from privilog.dsl.errors import PrivilogError
-from privilog.dsl.files import read_world_text
+from privilog.dsl.files import read_text, read_world_text
 from privilog.dsl.ir import Policy
+from privilog.dsl.limits import CASES, SCENARIO_BYTES
 from privilog.engine.authorizer import Authorizer
 from privilog.engine.world import Located, World, WorldReader, compose
 from privilog.testing.coverage import PolicyCoverage
@@ -103,6 +104,11 @@ class Run:
         return text + (f", {self.deselected} deselected" if self.deselected else "")
 
 
+def _one_line(error: Exception) -> str:
+    """An error as one line of the run's report (a policy's error keeps its place, not its caret)."""
+    return (str(error).splitlines() or [type(error).__name__])[0]
+
+
 def _fail(item: Located, message: str) -> ScenarioError:
     return ScenarioError(f"{item.where}: {message}")
 
@@ -128,12 +134,12 @@ class ScenarioRunner:
         try:
             yield from self._run(path)
         except PrivilogError as error:
-            result = CaseResult(f"{path}:1:1", path.name, False, str(error), error=True)
+            result = CaseResult(f"{path}:1:1", path.name, False, _one_line(error), error=True)
             self.run_state.results.append(result)
             yield result
 
     def _run(self, path: Path) -> Iterator[CaseResult]:
-        text = read_world_text(path, "scenario")
+        text = read_text(path, "scenario", SCENARIO_BYTES.variable, SCENARIO_BYTES.value())
         root = compose(text, str(path))
         if root is None:
             raise ScenarioError(f"{path}: the scenario is empty")
@@ -149,6 +155,8 @@ class ScenarioRunner:
         cases = top.get("cases")
         if cases is None or not isinstance(cases.value, list):
             raise ScenarioError(f"{path}: a scenario needs `cases:`, a list of requests and expectations")
+        if len(cases.value) > CASES.value():
+            raise ScenarioError(f"{cases.where}: " + CASES.refusal("the scenario", len(cases.value)))
         for number, case in enumerate(cases.value, start=1):
             result = self._case(authorizer, base_world, reader, case, number, path.parent, coverage)
             if result is None:
@@ -198,7 +206,7 @@ class ScenarioRunner:
                 coverage.record(authorizer, verdict.requests)
             return CaseResult(case.where, name, verdict.passed, verdict.message, took)
         except PrivilogError as error:  # this case is bad input: said as its error, and the next case runs
-            return CaseResult(case.where, name, False, str(error), time.perf_counter() - started, error=True)
+            return CaseResult(case.where, name, False, _one_line(error), time.perf_counter() - started, error=True)
         finally:
             if authorizer.world is not base_world:
                 authorizer.world = base_world

@@ -127,6 +127,7 @@ def test_an_empty_boolean_argument_is_an_error_not_false(capsys: pytest.CaptureF
         lambda a: a.request("user:a", "application.deploy", "application:ns1.a", {"artifact": ["artifact:ns1.x"]}),
         lambda a: a.request("user:a", "application.deploy", "application:ns1.a", {"new_artifact": [True]}),
         lambda a: a.request("user:a", "application.deploy", "application:ns1.a", {"new_artifact": ""}),
+        lambda a: a.request("user:a", "application.deploy", "application:ns1.a", {"new_artifact": 10**5000}),
         lambda a: a.entity(None),
         lambda a: a.operation(None),
     ],

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from privilog.engine import query as engine_query
 
 import privilog.render.query
 from privilog.repl import session as repl
@@ -258,9 +257,10 @@ def test_a_query_may_span_lines_and_notes_an_action_written_as_a_variable(sessio
 
 
 def test_a_large_answer_is_cut(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine_query, "MAX_BINDINGS", 3)
+    monkeypatch.setenv("PRIVILOG_QUERY_ANSWER_ROWS", "3")
     monkeypatch.setattr(privilog.render.query, "MAX_ROWS_SHOWN", 2)
-    assert session.one_shot("?- grant(P, A, E).").splitlines()[-1] == "(stopped after 3 rows, the first 2 shown)"
+    assert session.one_shot("?- grant(P, A, E).").splitlines()[-1] == (
+        "(stopped after 3 rows, the first 2 shown; set PRIVILOG_QUERY_ANSWER_ROWS for more)")
 
 
 @pytest.mark.parametrize(
