@@ -129,8 +129,6 @@ def test_a_run_killed_while_it_writes_leaves_the_previous_results_whole(world: l
 
 
 def test_the_heartbeat_says_what_a_running_job_has_done(spark: SparkSession, tmp_path: Path) -> None:
-    from pyspark.sql import functions as F
-
     from privilog.pipeline.console import Heartbeat
     from privilog.pipeline.tables import Progress
 
@@ -147,7 +145,7 @@ def test_the_heartbeat_says_what_a_running_job_has_done(spark: SparkSession, tmp
 
     stream = io.StringIO()
     progress = Progress(stream=stream)
-    job = threading.Thread(target=lambda: spark.range(4, numPartitions=2).select(F.udf(held, "long")("id")).collect())
+    job = threading.Thread(target=lambda: spark.sparkContext.parallelize(range(4), 2).map(held).collect())
     with Heartbeat(spark, progress, every=0.2):
         job.start()
         deadline = time.monotonic() + DEADLINE
