@@ -196,11 +196,16 @@ def write_atomically(path: Path, text: str, what: str, read: str | None = None) 
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(directory, os.O_RDONLY)
+    fsync_path(directory)
+
+
+def fsync_path(path: Path | str) -> None:
+    """fsync a file or a folder by its path (a folder's, so that a rename or a new entry in it is durable)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
-        os.fsync(dir_fd)
+        os.fsync(fd)
     finally:
-        os.close(dir_fd)
+        os.close(fd)
 
 
 def _current(path: Path) -> str | None:

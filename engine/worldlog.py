@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from privilog.dsl.errors import OneLineError
-from privilog.dsl.files import limit
+from privilog.dsl.files import fsync_path, limit
 
 # What a change does: each is a set of facts added to or removed from one part of a world.
 KINDS = ("grant", "revoke", "member.add", "member.remove", "admin.add", "admin.remove", "entity.add", "entity.remove")
@@ -213,7 +213,7 @@ class WorldFile:
         finally:
             os.close(fd)
         if created:
-            _sync_folder(self.path.parent)
+            fsync_path(self.path.parent)
         return end + len(data)
 
     def remove_log(self) -> None:
@@ -222,7 +222,7 @@ class WorldFile:
             os.unlink(self.log)
         except FileNotFoundError:
             return
-        _sync_folder(self.path.parent)
+        fsync_path(self.path.parent)
 
 
 
@@ -240,11 +240,3 @@ def _copy_mode(world: Path, fd: int) -> None:
     except FileNotFoundError:
         return
     os.fchmod(fd, mode)
-
-
-def _sync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from privilog.dsl.files import fsync_path
 from privilog.pipeline.tables import FORMATS, PipelineError
 
 MANIFEST = "run.json"
@@ -81,14 +82,6 @@ def _is_run(folder: Path) -> bool:
     return (folder / MANIFEST).is_file()
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _exchange(a: Path, b: Path) -> bool:
     """Swap two folders in one step (Linux's renameat2 with RENAME_EXCHANGE); False where there is none."""
     try:
@@ -111,16 +104,16 @@ def publish(staging: Path, out: Path, exchange: bool = True) -> None:
     if not out.exists():
         os.rename(staging, out)
     elif exchange and _exchange(staging, out):
-        _fsync(parent)
+        fsync_path(parent)
         shutil.rmtree(staging)  # it holds the previous run now
     else:
         aside = parent / f".{out.name}.{staging.name.split('.')[-2]}.previous"
         os.rename(out, aside)
         hold("aside")
         os.rename(staging, out)
-        _fsync(parent)
+        fsync_path(parent)
         shutil.rmtree(aside)
-    _fsync(parent)
+    fsync_path(parent)
 
 
 def _recover(out: Path) -> None:
@@ -129,7 +122,7 @@ def _recover(out: Path) -> None:
     previous = [p for p in _beside(out, "previous") if _is_run(p)]
     if not out.exists() and previous:
         os.rename(previous[-1], out)
-        _fsync(out.parent)
+        fsync_path(out.parent)
     for left in [*_beside(out, "staging"), *_beside(out, "previous")]:
         shutil.rmtree(left, ignore_errors=True)
 
@@ -235,7 +228,7 @@ class Staging:
         hold("manifest")
         for path in sorted(self.folder.rglob("*")):
             if path.is_file():
-                _fsync(path)
+                fsync_path(path)
         self.manifest.update(fields)
         self.manifest["outputs"] = {name: o.to_json() for name, o in self.outputs.items()}
         self.manifest["finished"] = utc_now()
@@ -245,7 +238,7 @@ class Staging:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        _fsync(self.folder)
+        fsync_path(self.folder)
         hold("publish")
         publish(self.folder, self.out, self.exchange)
 

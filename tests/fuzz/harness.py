@@ -287,3 +287,17 @@ def _wait_any(workers: list[Worker], busy: Mapping[int, tuple[str, Case, float]]
         for index in busy:
             selector.register(workers[index].stdout, selectors.EVENT_READ)
         selector.select(max(left, 0.0) + 0.05)
+
+
+def decide_samples(authorizer: Any, requests: Any) -> Verdict:
+    """Ask a loaded world or policy a few requests (each refused or decided): the answer a load gives."""
+    from privilog.dsl.errors import PrivilogError
+
+    decided = 0
+    for principal, operation, entity in requests:
+        try:
+            authorizer.check(authorizer.request(principal, operation, entity))
+            decided += 1
+        except PrivilogError:
+            pass
+    return answered(f"loaded; {decided} requests decided")

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.fuzz.harness import ROOT, Case, Verdict, answered
+from tests.fuzz.harness import ROOT, Case, Verdict, decide_samples
 from tests.fuzz.mutate import decode, encode, mutate_bytes, mutate_text
 
 SHIPPED = sorted((ROOT / "rules").glob("*.policy"))
@@ -65,7 +65,6 @@ def generate(rng: random.Random, count: int) -> Iterator[Case]:
 
 
 def run(case: Case, context: Any) -> Verdict:
-    from privilog.dsl.errors import PrivilogError
     from privilog.engine.authorizer import Authorizer
 
     from privilog import dsl
@@ -74,14 +73,7 @@ def run(case: Case, context: Any) -> Verdict:
     path: Path = context.file("fuzz.policy", data)
     policy = dsl.load_policy(str(path))  # a PrivilogError here is the worker's `refused`
     authorizer = Authorizer(policy, _world(policy, context))
-    decided = 0
-    for principal, operation, entity in REQUESTS:
-        try:
-            authorizer.check(authorizer.request(principal, operation, entity))
-            decided += 1
-        except PrivilogError:
-            pass
-    return answered(f"loaded; {decided} requests decided")
+    return decide_samples(authorizer, REQUESTS)
 
 
 def _world(policy: Any, context: Any) -> Any:

@@ -11,7 +11,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from tests.fuzz.harness import ROOT, Case, Verdict, answered
+from tests.fuzz.harness import ROOT, Case, Verdict, decide_samples
 from tests.fuzz.mutate import FRAGMENTS, decode, encode, look_alike, mutate_bytes, mutate_text
 from tests.fuzz.policies import REQUESTS
 
@@ -105,18 +105,10 @@ def world_file(case: Case, context: Any, name: str = "world") -> Any:
 
 
 def run(case: Case, context: Any) -> Verdict:
-    from privilog.dsl.errors import PrivilogError
     from privilog.engine.authorizer import Authorizer
 
     from privilog.api import load_world_for
 
     world = load_world_for(context.policy, world_file(case, context))
     authorizer = Authorizer(context.policy, world)
-    decided = 0
-    for principal, operation, entity in REQUESTS:
-        try:
-            authorizer.check(authorizer.request(principal, operation, entity))
-            decided += 1
-        except PrivilogError:
-            pass
-    return answered(f"loaded; {decided} requests decided")
+    return decide_samples(authorizer, REQUESTS)
