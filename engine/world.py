@@ -111,6 +111,16 @@ class World:
     # told of each change read in from others (an Authorizer keeps its facts in step)
     observers: weakref.WeakSet[Any] = field(default_factory=weakref.WeakSet, compare=False, repr=False)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy sent to another process (``prove --jobs``) has no observers: they live in this one."""
+        state = dict(self.__dict__)
+        state["observers"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.observers = weakref.WeakSet()
+
     def existing(self) -> set[EntityId]:
         """Every entity that exists: those listed, and everything that encloses them."""
         out: set[EntityId] = set()

@@ -1,7 +1,7 @@
 """The ``privilog`` command line (DESIGN.md, "The command line": a stable contract).
 
 Exit codes: ``check`` and ``why`` exit 0 when allowed and 1 when denied;
-``test`` exits 1 when a case fails; every command exits 2 on bad input with a
+``test`` exits 1 when a case fails (2 when one could not run); every command exits 2 on bad input with a
 message on stderr and no traceback.
 """
 
