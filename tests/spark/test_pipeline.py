@@ -142,6 +142,16 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, spark: SparkSession) ->
     return Deployment(folders, good, bad)
 
 
+def _main(argv: list[str]) -> tuple[int, str]:
+    """``privilog ARGV``'s exit code and standard output (a module's fixture cannot take capsys); a run that
+    stopped with an error fails here, with what it printed on standard error."""
+    printed, errors = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(errors):
+        code = main(argv)
+    assert code in (0, 1), f"privilog {' '.join(argv[:2])} exited {code}: {errors.getvalue()}"
+    return code, printed.getvalue()
+
+
 def _table(spark: SparkSession, path: Path) -> list[dict[str, Any]]:
     return [row.asDict(recursive=True) for row in spark.read.parquet(str(path)).collect()]
 
@@ -188,13 +198,9 @@ class Decided:
 def decided(deployment: Deployment, spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Decided:
     """``privilog pipeline decide`` over the CSV deployment (with the rows of DEFECTS)."""
     out = tmp_path_factory.mktemp("decide") / "out"
-    printed = io.StringIO()  # a module's fixture cannot take capsys
-    with contextlib.redirect_stdout(printed):
-        code = main(["pipeline", "decide", *deployment.paths("csv", *TABLES), "--out", str(out), "--quiet"])
+    code, printed = _main(["pipeline", "decide", *deployment.paths("csv", *TABLES), "--out", str(out), "--quiet"])
     columns = spark.read.parquet(str(out / "decisions")).columns
-    return Decided(
-        code, printed.getvalue(), _table(spark, out / "decisions"), _table(spark, out / "rejects"), columns, out
-    )
+    return Decided(code, printed, _table(spark, out / "decisions"), _table(spark, out / "rejects"), columns, out)
 
 
 def test_decide_writes_one_decision_per_good_request(decided: Decided, deployment: Deployment) -> None:
@@ -419,23 +425,21 @@ class Impact:
 def impact(deployment: Deployment, spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Impact:
     """``privilog pipeline impact cdap-4.2 cdap`` over the Parquet deployment, written as JSON lines."""
     out = tmp_path_factory.mktemp("impact") / "out"
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        code = main(
-            [
-                "pipeline",
-                "impact",
-                "cdap-4.2",
-                "cdap",
-                *deployment.paths("parquet", *TABLES),
-                "--out",
-                str(out),
-                "--out-format",
-                "json",
-                "--quiet",
-            ]
-        )
-    return Impact(code, printed.getvalue(), _shown(out, "changes"), _shown(out, "by_operation"), _shown(out, "rejects"))
+    code, printed = _main(
+        [
+            "pipeline",
+            "impact",
+            "cdap-4.2",
+            "cdap",
+            *deployment.paths("parquet", *TABLES),
+            "--out",
+            str(out),
+            "--out-format",
+            "json",
+            "--quiet",
+        ]
+    )
+    return Impact(code, printed, _shown(out, "changes"), _shown(out, "by_operation"), _shown(out, "rejects"))
 
 
 def test_impact_counts_by_operation_agree_with_its_changes(impact: Impact) -> None:
