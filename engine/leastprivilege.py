@@ -21,10 +21,13 @@ denied (the policies are monotonic in grants), so a recommendation cannot hide a
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Protocol
 
 from privilog.engine.authorizer import Authorizer
 from privilog.engine.decision import Request
@@ -33,6 +36,28 @@ from privilog.engine.world import Grant, World
 
 EXACT_LIMIT = 24  # candidates for the exact search; beyond, greedy
 EXAMPLES = 3  # requests shown for a sole grant
+SUBSETS = 10  # a need of at most this many grants looks for smaller needs inside it among its subsets
+
+
+class Holdings(Protocol):
+    """What the report reads of a world: its grants and every principal it names (a :class:`World`,
+    or the pipeline's tables collected)."""
+
+    @property
+    def grants(self) -> Iterable[Grant]: ...
+
+    def principals(self) -> set[str]: ...
+
+
+@dataclass(frozen=True)
+class Held:
+    """Grants and principals alone (the pipeline's deployment, without the rest of a world)."""
+
+    grants: frozenset[Grant]
+    named: frozenset[str]  # the principals of the memberships and the admins
+
+    def principals(self) -> set[str]:
+        return {g.principal for g in self.grants} | set(self.named)
 
 
 @dataclass(frozen=True)
@@ -120,7 +145,7 @@ class Evidence:
             self.sole[grant] = (count + 1, examples if len(examples) >= EXAMPLES else (*examples, justified.request))
 
 
-def analyse(world: World, decided: Iterable[Justified], exact_limit: int = EXACT_LIMIT) -> Report:
+def analyse(world: Holdings, decided: Iterable[Justified], exact_limit: int = EXACT_LIMIT) -> Report:
     """The report for ``world``'s grants over the decided requests of a log."""
     evidence = Evidence()
     for justified in decided:
@@ -128,7 +153,7 @@ def analyse(world: World, decided: Iterable[Justified], exact_limit: int = EXACT
     return report(world, evidence, exact_limit)
 
 
-def report(world: World, evidence: Evidence, exact_limit: int = EXACT_LIMIT) -> Report:
+def report(world: Holdings, evidence: Evidence, exact_limit: int = EXACT_LIMIT) -> Report:
     """The report for ``world``'s grants from what a log says about them."""
     grants = sorted(world.grants, key=_key)
     used = {g for need in evidence.needs for g in need}
@@ -156,10 +181,16 @@ def keep_set(needs: Iterable[frozenset[Grant]], exact_limit: int = EXACT_LIMIT) 
     Needs that share no grant are independent parts (usually one per principal and place); each
     part is solved exactly when it has at most ``exact_limit`` candidate grants, else greedily.
     The method is ``exact`` when every part was, else ``greedy`` with the bound of its worst part.
+
+    The grants are numbered in the order of their text and the needs sorted, so the search runs
+    on small integers and picks the same keep set in every process, whatever the needs' order.
     """
-    remaining = _minimal(set(needs))
-    keep = {next(iter(need)) for need in remaining if len(need) == 1}  # sole grants: no choice
-    remaining = [need for need in remaining if not need & keep]
+    distinct = set(needs)
+    grants = sorted({g for need in distinct for g in need}, key=_key)
+    number = {g: i for i, g in enumerate(grants)}
+    remaining = _minimal({frozenset(number[g] for g in need) for need in distinct})
+    keep = {need[0] for need in remaining if len(need) == 1}  # sole grants: no choice
+    remaining = [need for need in remaining if not keep.intersection(need)]
     bound: float | None = None
     for part in _parts(remaining):
         candidates = {g for need in part for g in need}
@@ -169,63 +200,103 @@ def keep_set(needs: Iterable[frozenset[Grant]], exact_limit: int = EXACT_LIMIT) 
             keep |= _greedy(part)
             most = max(Counter(g for need in part for g in need).values())
             bound = max(bound or 1.0, round(harmonic(most), 3))
-    return keep, ("exact" if bound is None else "greedy"), bound
+    return {grants[i] for i in keep}, ("exact" if bound is None else "greedy"), bound
 
 
-def _parts(needs: list[frozenset[Grant]]) -> list[list[frozenset[Grant]]]:
-    """The needs grouped into parts that share no grant (union-find over grants)."""
-    parent: dict[Grant, Grant] = {}
+Needs = list[tuple[int, ...]]  # needs as sorted tuples of grant numbers, sorted by size then grants
 
-    def root(g: Grant) -> Grant:
+
+def _parts(needs: Needs) -> list[Needs]:
+    """The needs grouped into parts that share no grant (union-find over grants), in order."""
+    parent: dict[int, int] = {}
+
+    def root(g: int) -> int:
         while parent.setdefault(g, g) != g:
             parent[g] = parent[parent[g]]
             g = parent[g]
         return g
 
     for need in needs:
-        first, *rest = need
-        for other in rest:
-            parent[root(other)] = root(first)
-    parts: dict[Grant, list[frozenset[Grant]]] = {}
+        first = root(need[0])
+        for other in need[1:]:
+            parent[root(other)] = first
+            first = root(first)
+    parts: dict[int, Needs] = {}
     for need in needs:
-        parts.setdefault(root(next(iter(need))), []).append(need)
-    return [parts[k] for k in sorted(parts, key=_key)]
+        parts.setdefault(root(need[0]), []).append(need)
+    return sorted(parts.values(), key=lambda part: min(g for need in part for g in need))
 
 
-def _minimal(needs: set[frozenset[Grant]]) -> list[frozenset[Grant]]:
-    """The needs no smaller need is inside: keeping one of a smaller need keeps one of a larger."""
-    ordered = sorted(needs, key=len)
-    kept: list[frozenset[Grant]] = []
-    for need in ordered:
-        if not any(smaller <= need for smaller in kept):
-            kept.append(need)
+def _minimal(needs: set[frozenset[int]]) -> Needs:
+    """The needs no smaller need is inside: keeping one of a smaller need keeps one of a larger.
+
+    Smallest first; a need of at most ``SUBSETS`` grants looks its proper subsets up among the
+    needs kept (most needs have a few grants), a larger one scans the kept needs that share a
+    grant with it: near linear in the needs where a pairwise test would be quadratic.
+    """
+    kept: Needs = []
+    found: set[tuple[int, ...]] = set()
+    having: dict[int, list[tuple[int, ...]]] = {}  # grant -> the kept needs with it
+    for need in sorted((tuple(sorted(n)) for n in needs), key=lambda n: (len(n), n)):
+        if len(need) <= SUBSETS:
+            inside = any(sub in found for k in range(1, len(need)) for sub in combinations(need, k))
+        else:
+            mine = set(need)
+            inside = any(mine.issuperset(smaller) for g in need for smaller in having.get(g, ()))
+        if inside:
+            continue
+        kept.append(need)
+        found.add(need)
+        for g in need:
+            having.setdefault(g, []).append(need)
     return kept
 
 
-def _greedy(needs: Sequence[frozenset[Grant]]) -> set[Grant]:
-    keep: set[Grant] = set()
-    unmet = list(needs)
-    while unmet:
-        meets = Counter(g for need in unmet for g in need)
-        best = min(meets, key=lambda g: (-meets[g], _key(g)))
+def _greedy(needs: Needs) -> set[int]:
+    """Keep the grant meeting the most needs still unmet, ties to the least by text, until none is.
+
+    A heap of (needs met, grant) with stale entries skipped: each need is met once and each
+    grant's count lowered once per need of it, so a part of many needs costs n log n.
+    """
+    having: dict[int, list[int]] = {}
+    for index, need in enumerate(needs):
+        for g in need:
+            having.setdefault(g, []).append(index)
+    meets = {g: len(indexes) for g, indexes in having.items()}
+    heap = [(-n, g) for g, n in meets.items()]
+    heapq.heapify(heap)
+    unmet = [True] * len(needs)
+    keep: set[int] = set()
+    while heap:
+        negative, best = heapq.heappop(heap)
+        if best in keep or -negative != meets[best]:
+            continue  # kept already, or its count fell since (a fresher entry is in the heap)
+        if not meets[best]:
+            break  # every need is met
         keep.add(best)
-        unmet = [need for need in unmet if best not in need]
+        for index in having[best]:
+            if unmet[index]:
+                unmet[index] = False
+                for g in needs[index]:
+                    meets[g] -= 1
+                    if g not in keep and meets[g]:
+                        heapq.heappush(heap, (-meets[g], g))
     return keep
 
 
-def _exact(needs: Sequence[frozenset[Grant]]) -> set[Grant]:
+def _exact(needs: Needs) -> set[int]:
     """The smallest set of candidates meeting every need (branch on the grants of an unmet need)."""
-    best: list[set[Grant]] = [set(_greedy(needs))]  # an upper bound to prune with
+    best: list[set[int]] = [_greedy(needs)]  # an upper bound to prune with
 
-    def search(unmet: list[frozenset[Grant]], chosen: set[Grant]) -> None:
+    def search(unmet: Needs, chosen: set[int]) -> None:
         if not unmet:
             if len(chosen) < len(best[0]):
                 best[0] = set(chosen)
             return
         if len(chosen) + 1 >= len(best[0]):
             return
-        need = min(unmet, key=len)  # the fewest ways to branch
-        for grant in sorted(need, key=_key):
+        need = min(unmet, key=len)  # the fewest ways to branch (the first such: the needs are sorted)
+        for grant in need:
             chosen.add(grant)
             search([n for n in unmet if grant not in n], chosen)
             chosen.discard(grant)
@@ -253,7 +324,7 @@ def verify(authorizer: Authorizer, removals: Iterable[Grant], allowed: Iterable[
     return [r for r in dict.fromkeys(allowed) if not after.decide(r)]
 
 
-def _principals(world: World, used: set[Grant], made: Counter[str]) -> list[PrincipalUse]:
+def _principals(world: Holdings, used: set[Grant], made: Counter[str]) -> list[PrincipalUse]:
     by_holder: dict[str, list[Grant]] = {}
     for grant in world.grants:
         by_holder.setdefault(grant.principal, []).append(grant)
@@ -278,4 +349,7 @@ def harmonic(d: int) -> float:
     return math.fsum(1 / k for k in range(1, d + 1))
 
 
-__all__ = ["Evidence", "Need", "PrincipalUse", "Report", "Sole", "analyse", "harmonic", "keep_set", "report", "verify"]
+__all__ = [
+    "Evidence", "Held", "Holdings", "Need", "PrincipalUse", "Report", "Sole",
+    "analyse", "harmonic", "keep_set", "report", "verify",
+]  # fmt: skip

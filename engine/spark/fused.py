@@ -46,6 +46,10 @@ CLOSURE = {
 # What the decisions read, with the columns after the request id they keep (all of met's: the
 # grant that meets a requirement is what an allowed request names as allowing it).
 OUTPUTS = {"allowed": 0, "applies": 1, "met": 4, "lacking": 2}
+# What least privilege reads besides (engine.justify): the entities an "every" requirement covers,
+# and the grants that hold each of them.
+JUSTIFY_OUTPUTS = {**OUTPUTS, "covered": 2, "held": 4}
+ARITY = {"allowed": 1, "applies": 2, "met": 5, "lacking": 3, "covered": 3, "held": 5}
 KEPT = "\x03\x06"  # the first character of a variable a goal keeps: never existential
 FRAME = ("rid", "o", "p", "e", "ec", "et")  # a request: id, operation, principal, entity, its chain's codes, its type
 
@@ -113,12 +117,12 @@ class FusedDecisions:
         self._names = count()
         self._unfolders: dict[str, Unfolder] = {}
 
-    def world_relations(self, operations: Iterable[str]) -> set[str]:
+    def world_relations(self, operations: Iterable[str], outputs: Mapping[str, int] = OUTPUTS) -> set[str]:
         """The world-derived and base relations the plans of ``operations`` read."""
         out: set[str] = set()
         for operation in operations:
             unfolder = self.unfolder(operation)
-            for goal, rigid in self._goals():
+            for goal, rigid in self._goals(outputs):
                 for conjunction in unfolder.conjunctions(goal, rigid):
                     out |= self._reads(unfolder, conjunction, frozenset(rigid))
         return out
@@ -144,14 +148,14 @@ class FusedDecisions:
         return Unfolder(rules, self.derived | {"request"}, operation)
 
     @staticmethod
-    def _goals() -> list[tuple[Atom, frozenset[str]]]:
+    def _goals(outputs: Mapping[str, int] = OUTPUTS) -> list[tuple[Atom, frozenset[str]]]:
         """Each output as a goal about the one request, with the variables kept (rigid)."""
         request = Const(REQUEST_ID)
         base = {PRINCIPAL, ENTITY}
-        kept = {name: [Var(f"\x03{name}{i}") for i in range(n)] for name, n in OUTPUTS.items()}
+        kept = {name: [Var(f"\x03{name}{i}") for i in range(n)] for name, n in outputs.items()}
         goals = []
-        for name, n in OUTPUTS.items():
-            arity = {"allowed": 1, "applies": 2, "met": 5, "lacking": 3}[name]
+        for name, n in outputs.items():
+            arity = ARITY[name]
             free = [Var(f"\x04{name}{i}") for i in range(arity - 1 - n)]
             atom = Atom(name, (request, *kept[name], *free))
             goals.append((atom, frozenset(base | {v.name for v in kept[name]})))
@@ -165,8 +169,9 @@ class FusedDecisions:
         hierarchy: Mapping[str, DataFrame],
         operations: Iterable[str],
         small: Iterable[str] = (),
+        outputs: Mapping[str, int] = OUTPUTS,
     ) -> dict[str, DataFrame]:
-        """Per output, its rows (``c0`` the request id, then the columns kept).
+        """Per output (``outputs``: name -> columns kept), its rows (``c0`` the request id, then the columns kept).
 
         ``requests``: rid, o (the operation's code), p, e, ec, et; ``args``: rid, n, v;
         ``world``: relations with columns c0..; ``hierarchy``: c0, c1, w; ``small``: the
@@ -179,8 +184,8 @@ class FusedDecisions:
         frame = requests.select(*FRAME)
         plan.frame, plan.operations = frame, sorted(operations)
         out = {}
-        for goal, rigid in self._goals():
-            kept = [t.name for t in goal.terms[1 : 1 + OUTPUTS[goal.predicate]]]  # type: ignore[union-attr]
+        for goal, rigid in self._goals(outputs):
+            kept = [t.name for t in goal.terms[1 : 1 + outputs[goal.predicate]]]  # type: ignore[union-attr]
             frames = []
             for df, names in self.union_of(plan, frame, goal, rigid, {PRINCIPAL: "p", ENTITY: "e"}, operations):
                 if any(v not in names for v in kept):
@@ -191,7 +196,7 @@ class FusedDecisions:
                     )
                 )
             if not frames:
-                arity = 1 + OUTPUTS[goal.predicate]
+                arity = 1 + outputs[goal.predicate]
                 out[goal.predicate] = self.engine.spark.createDataFrame(
                     [], ", ".join(f"c{i} long" for i in range(arity))
                 )

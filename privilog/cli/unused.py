@@ -43,9 +43,9 @@ def cmd_unused(args: argparse.Namespace) -> int:
     if args.verify:
         verified = verify(authorizer, report.removals, (j.request for j in decided if j.allowed))
     if args.json:
-        print(json.dumps(unused_json(report, log, verified)))
+        print(json.dumps(unused_json(report, log.rejected, verified)))
     else:
-        print(render_unused(report, log, verified))
+        print(render_unused(report, log.rejected, verified))
     if verified:
         print(f"privilog: unused: {len(verified)} allowed requests would be denied: please report it", file=sys.stderr)
         return EXIT_DENY

@@ -414,7 +414,7 @@ def _reported(command: Callable[[argparse.Namespace], int]) -> Callable[[argpars
 
 def register(sub: Any) -> None:
     """Add ``privilog pipeline`` (decide, visibility, impact) and ``privilog generate``."""
-    from privilog.pipeline import generate, report, show
+    from privilog.pipeline import generate, report, show, unused
 
     p = sub.add_parser(
         "pipeline",
@@ -495,6 +495,7 @@ def register(sub: Any) -> None:
     q.add_argument("--limit", type=int, default=None, metavar="N", help="rows to print per table (0: all)")
     q.add_argument("--json", action="store_true", help="rows as JSON lines (without TABLE: the manifest)")
     q.set_defaults(run=show.cmd_show)
+    unused.register(commands, common, _reported)
     report.register(commands)
     generate.register(sub)
 

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 # The relations the reference authorizer reads back (engine.authorizer.Authorizer._evaluate).
 DECIDE_OUTPUTS = ("allowed", "applies", "met", "lacking")
+# And what least privilege reads besides (engine.justify): an "every" requirement's covered entities, held.
+JUSTIFY_OUTPUTS = (*DECIDE_OUTPUTS, "covered", "held")
 BY_REQUEST = {"request": 0, "request_arg": 0}  # relations keyed by the request id, partitioned by it
 # A world or hierarchy table of at most this many rows is broadcast into the fused plans'
 # joins (about 24 bytes a row, a copy per executor thread's hash table): the requests are
@@ -269,6 +271,55 @@ def _allowed_by(
     return named.groupBy("rid").agg(F.sort_array(F.collect_list(grant)).alias("allowed_by"))
 
 
+def needs_of(spark: SparkSession, program: Program, evaluation: Evaluation) -> DataFrame:
+    """The needs of each allowed request, as engine.justify reads them: rid, i (the requirement),
+    c (the covered entity, for a requirement on every entity inside; else null) and grants (a
+    sorted array of (p, a, e): the grant's holder, action and entity, encoded), keep one of them.
+
+    A requirement on one target each is one need: the grants behind its ``met`` rows. One on
+    every entity inside is a need per covered entity: its ``met`` grants and that entity's
+    ``held`` ones (covering nothing, it needs nothing)."""
+    from pyspark.sql import functions as F
+
+    allowed = evaluation.relation("allowed").select(F.col("c0").alias("rid")).distinct()
+    applies = evaluation.relation("applies").select(F.col("c0").alias("rid"), F.col("c1").alias("i")).distinct()
+    every = F.broadcast(_requirements(spark, program).where(F.col("every")).select("i"))
+    grant = F.struct(F.col("p"), F.col("a"), F.col("e")).alias("grant")
+    met = (
+        evaluation.relation("met")
+        .select(*(F.col(c).alias(n) for c, n in (("c0", "rid"), ("c1", "i"), ("c4", "p"), ("c2", "a"), ("c3", "e"))))
+        .join(allowed, on="rid", how="left_semi")
+        .join(applies, on=["rid", "i"], how="left_semi")
+        .select("rid", "i", grant)
+    )
+    single = (
+        met.join(every, on="i", how="left_anti")
+        .groupBy("rid", "i")
+        .agg(F.array_sort(F.collect_set("grant")).alias("grants"))
+        .select("rid", "i", F.lit(None).cast("long").alias("c"), "grants")
+    )
+    covered = (
+        evaluation.relation("covered")
+        .select(F.col("c0").alias("rid"), F.col("c1").alias("i"), F.col("c2").alias("c"))
+        .join(allowed, on="rid", how="left_semi")
+        .join(applies, on=["rid", "i"], how="left_semi")
+        .join(every, on="i", how="left_semi")
+        .distinct()
+    )
+    held = evaluation.relation("held").select(
+        F.col("c0").alias("rid"), F.col("c1").alias("i"), F.col("c2").alias("c"),
+        F.struct(F.col("c4").alias("p"), F.col("c3").alias("a"), F.col("c2").alias("e")).alias("grant"),
+    )  # fmt: skip
+    inside = (
+        covered.join(met, on=["rid", "i"])
+        .select("rid", "i", "c", "grant")
+        .unionByName(covered.join(held, on=["rid", "i", "c"]).select("rid", "i", "c", "grant"))
+        .groupBy("rid", "i", "c")
+        .agg(F.array_sort(F.collect_set("grant")).alias("grants"))
+    )
+    return single.unionByName(inside)
+
+
 @dataclass
 class Decided:
     """Every good request of the log with its decision, and the count of each."""
@@ -276,6 +327,7 @@ class Decided:
     table: DataFrame  # rid, principal, operation, entity, args, timestamp, decision, unmet
     rounds: int = 0
     cached: list[DataFrame] = field(default_factory=list)
+    needs: DataFrame | None = None  # with justify: rid, i, c, grants (needs_of), persisted
 
 
 def hierarchy(deployment: Deployment, requests: DataFrame) -> dict[str, DataFrame]:
@@ -319,6 +371,7 @@ def decide_fused(
     table: DataFrame,
     progress: Progress,
     witnesses: bool = True,
+    justify: bool = False,
 ) -> Decided | None:
     """Decide every good request in one pass with the fused plans (engine.spark.fused); None
     when the policy is outside what they fuse (then the caller decides in rounds)."""
@@ -326,7 +379,7 @@ def decide_fused(
     from pyspark.sql import functions as F
 
     from privilog.engine.spark.evaluate import Evaluation
-    from privilog.engine.spark.fused import HIERARCHY, FusedDecisions, why_not
+    from privilog.engine.spark.fused import HIERARCHY, JUSTIFY_OUTPUTS, OUTPUTS, FusedDecisions, why_not
     from privilog.engine.spark.plan import Relation, Size
     from privilog.engine.unfold import NotCompiled
 
@@ -336,8 +389,9 @@ def decide_fused(
         return None
     fused = FusedDecisions(engine)
     operations = sorted(r["operation"] for r in requests.good.select("operation").distinct().collect())
+    outputs = JUSTIFY_OUTPUTS if justify else OUTPUTS
     try:
-        reads = fused.world_relations(operations)
+        reads = fused.world_relations(operations, outputs)
     except NotCompiled:
         progress("not fused (an operation's rules do not unfold): deciding by generic evaluation, in rounds")
         return None
@@ -367,12 +421,12 @@ def decide_fused(
     )
     progress(f"planning the fused decisions of {len(operations)} operations")
     try:
-        outputs = fused.decide(frame, args, world, tables, operations, small)
+        found = fused.decide(frame, args, world, tables, operations, small, outputs)
     except NotCompiled:
         progress("not fused (an operation's plan does not compile): deciding by generic evaluation, in rounds")
         return None
     progress(f"fused plans for {len(operations)} operations: one pass, no rounds; assembling the decisions")
-    relations = {name: Relation(df, Size.unknown(len(df.columns))) for name, df in outputs.items()}
+    relations = {name: Relation(df, Size.unknown(len(df.columns))) for name, df in found.items()}
     # Decided here, in a job of its own: a caller that joins two policies' decisions (impact)
     # would otherwise run both fused plans in one stage, each operator of both holding memory.
     part = decisions(spark, engine.program, Evaluation(relations), requests.good, table, witnesses)
@@ -380,8 +434,12 @@ def decide_fused(
     progress("deciding: the fused plans run")
     part.count()
     progress("decided")
+    needs = None
+    if justify:
+        progress("gathering the grants that can justify each allowed request")
+        needs = needs_of(spark, engine.program, Evaluation(relations)).persist(StorageLevel.MEMORY_AND_DISK)
     out = requests.good.join(part, on="rid", how="inner")
-    return Decided(out, 1, [table, part])
+    return Decided(out, 1, [table, part], needs)
 
 
 def decide_all(
@@ -392,35 +450,44 @@ def decide_all(
     progress: Progress,
     fused: bool = True,
     witnesses: bool = True,
+    justify: bool = False,
 ) -> Decided:
     """Decide every good request: in one pass with fused plans when the policy allows, else round by round.
 
-    With ``witnesses``, allowed requests name the grants that allow them (:func:`decisions`)."""
+    With ``witnesses``, allowed requests name the grants that allow them (:func:`decisions`); with
+    ``justify``, the result's ``needs`` has every grant that can (:func:`needs_of`)."""
     from pyspark import StorageLevel
 
     progress("checking the encoding: every value of the run hashed, looking for two that share a code")
     table = dictionary(spark, engine, deployment, requests)
     progress("checked the encoding: no two values share a code")
     if fused:
-        found = decide_fused(spark, engine, deployment, requests, table, progress, witnesses)
+        found = decide_fused(spark, engine, deployment, requests, table, progress, witnesses, justify)
         if found is not None:
             return found
-    parts = []
+    parts, needs = [], []
     rounds = 0
     for round_ in plan_rounds(deployment, requests.good, progress):
         rounds += 1
         base, added = base_relations(deployment, round_, requests.args)
-        evaluation = engine.evaluate(base, outputs=DECIDE_OUTPUTS, added=added, partition=BY_REQUEST)
+        outputs = JUSTIFY_OUTPUTS if justify else DECIDE_OUTPUTS
+        evaluation = engine.evaluate(base, outputs=outputs, added=added, partition=BY_REQUEST)
         part = decisions(spark, engine.program, evaluation, round_.requests, table, witnesses)
         parts.append(part.persist(StorageLevel.MEMORY_AND_DISK))
         parts[-1].count()  # decide this round before the next replaces the facts
+        if justify:
+            needs.append(needs_of(spark, engine.program, evaluation).persist(StorageLevel.MEMORY_AND_DISK))
+            needs[-1].count()
         evaluation.release()
         progress(f"round {rounds}: decided")
     combined = parts[0]
     for part in parts[1:]:
         combined = combined.union(part)
     out = requests.good.join(combined, on="rid", how="inner")
-    return Decided(out, rounds, [table, *parts])
+    gathered = None
+    for more in needs:
+        gathered = more if gathered is None else gathered.unionByName(more)
+    return Decided(out, rounds, [table, *parts, *needs], gathered)
 
 
 # ---- visibility -----------------------------------------------------------------------

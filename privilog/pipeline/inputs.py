@@ -246,6 +246,7 @@ class Deployment:
     values: DataFrame  # every string the relations hold (one column, value)
     principals: DataFrame  # every principal the grants and memberships name (principal)
     rejects: DataFrame
+    grants: DataFrame  # principal, action, entity (strings): the good grants, each action of ALL its own
     used: dict[str, DataFrame] = field(default_factory=dict)  # table -> its good rows (for the rows-in check)
 
 
@@ -313,7 +314,7 @@ def load_deployment(
     )
     used = {"entities": good_entities, "grants": good_grants, "members": good_members}
     rejects = bad_entities.union(bad_grants).union(bad_members)
-    return Deployment(vocabulary, relations, existing, values, principals, rejects, used)
+    return Deployment(vocabulary, relations, existing, values, principals, rejects, grant_rows, used)
 
 
 # ---- requests -------------------------------------------------------------------------

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from privilog.engine.accesslog import AccessLog
+from privilog.engine.accesslog import Rejected
 from privilog.engine.decision import Request
 from privilog.engine.leastprivilege import Report
 from privilog.engine.world import Grant
@@ -25,13 +26,18 @@ def _listed(title: str, lines: list[str], total: int) -> list[str]:
     return out
 
 
-def render_unused(report: Report, log: AccessLog, verified: list[Request] | None) -> str:
-    """The summary first, then unused, sole and recommended grants, the principals, and the check."""
-    window = f", from {log.window[0]} to {log.window[1]}" if log.window else ""
+def render_unused(
+    report: Report, rejected: Sequence[Rejected], verified: Sequence[Request] | None, changed: int | None = None
+) -> str:
+    """The summary first, then unused, sole and recommended grants, the principals, and the check.
+
+    ``rejected``: the log's rows that were not requests, to list (``report.rejected`` counts them);
+    ``verified``: the allowed requests denied without the removals (``changed`` of them, if more)."""
+    window = f", from {report.window[0]} to {report.window[1]}" if report.window else ""
     method = "exact" if report.method == "exact" else f"greedy, at most {report.bound}x the fewest kept"
     lines = [
-        f"log: {report.requests + len(log.rejected):,} rows{window}: {report.allowed:,} allowed, "
-        f"{report.denied:,} denied, {len(log.rejected):,} rejected",
+        f"log: {report.requests + report.rejected:,} rows{window}: {report.allowed:,} allowed, "
+        f"{report.denied:,} denied, {report.rejected:,} rejected",
         f"grants: {report.grants:,}: {len(report.used):,} used, {len(report.unused):,} unused, "
         f"{len(report.sole):,} sole; {len(report.removals):,} can be removed together ({method})",
     ]
@@ -60,11 +66,12 @@ def render_unused(report: Report, log: AccessLog, verified: list[Request] | None
         lines += [f"  {p.principal}: {p.unused} of {p.held} unused" for p in most]
     if report.inactive:
         lines += _listed("users with no request in the log", report.inactive, len(report.inactive))
-    if log.rejected:
-        lines += _listed("rejected rows", [f"{r.where}: {r.reason}" for r in log.rejected], len(log.rejected))
+    if rejected:
+        lines += _listed("rejected rows", [f"{r.where}: {r.reason}" for r in rejected], len(rejected))
     if verified is not None:
         if verified:
-            lines.append(f"verify: FAILED: {len(verified)} allowed requests are denied without the removals:")
+            count = changed if changed is not None else len(verified)
+            lines.append(f"verify: FAILED: {count:,} allowed requests are denied without the removals:")
             lines += [f"  {r}" for r in verified[:SHOWN]]
         else:
             lines.append(
@@ -74,14 +81,14 @@ def render_unused(report: Report, log: AccessLog, verified: list[Request] | None
     return "\n".join(lines)
 
 
-def unused_json(report: Report, log: AccessLog, verified: list[Request] | None) -> dict[str, Any]:
+def unused_json(report: Report, rejected: Sequence[Rejected], verified: Sequence[Request] | None) -> dict[str, Any]:
     def grant(g: Grant) -> dict[str, str]:
         return {"principal": g.principal, "action": g.action, "entity": str(g.entity)}
 
     unused = set(report.unused)
     return {
         "summary": report.summary(),
-        "window": list(log.window) if log.window else None,
+        "window": list(report.window) if report.window else None,
         "unused": [grant(g) for g in report.unused],
         "sole": [
             {**grant(s.grant), "requests": s.requests, "examples": [r.to_json() for r in s.examples]}
@@ -93,6 +100,6 @@ def unused_json(report: Report, log: AccessLog, verified: list[Request] | None) 
             for p in report.principals
         ],
         "inactive": report.inactive,
-        "rejected": [{"where": r.where, "reason": r.reason} for r in log.rejected],
+        "rejected": [{"where": r.where, "reason": r.reason} for r in rejected],
         "verify": None if verified is None else {"changed": [r.to_json() for r in verified]},
     }

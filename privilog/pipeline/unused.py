@@ -1,0 +1,277 @@
+"""``privilog pipeline unused``: least privilege over a deployment's whole access log, on Spark.
+
+The same analysis as ``privilog unused`` (:mod:`engine.leastprivilege`), fed from Spark:
+
+1. every request is decided by the same plans as ``decide``, which also keep, for each allowed
+   request, every grant that can meet each requirement (:func:`~privilog.pipeline.evaluate.needs_of`);
+2. Spark reduces them to what the analysis reads (:class:`~privilog.engine.leastprivilege.Evidence`):
+   the *distinct* needs (a few per principal and place, however long the log), the requests each
+   sole grant is the only way for (a count and the first three), the requests of each principal,
+   and the log's window;
+3. the driver chooses the keep set from the distinct needs, exactly as in memory, so the two
+   commands give the same answers (tests/spark/test_unused.py holds them to it);
+4. ``--verify`` removes the recommended grants from the deployment and decides the whole log
+   again: no request allowed before may be denied.
+
+It writes ``unused``, ``sole``, ``removals``, ``principals`` and ``rejects`` (and run.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from privilog import dsl
+from privilog.engine.decision import Request
+from privilog.engine.ids import EntityId
+from privilog.engine.leastprivilege import EXAMPLES, Evidence, Held, Report, report
+from privilog.engine.world import Grant
+from privilog.pipeline.commands import Context, _world, _world_counts, running
+from privilog.pipeline.evaluate import decide_all
+from privilog.pipeline.inputs import Deployment, Requests, Vocabulary, check_requests, encoded, number_requests
+from privilog.pipeline.tables import PipelineError
+from privilog.usage import EXIT_DENY, EXIT_OK
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from privilog.engine.spark.evaluate import SparkEngine
+
+SHOWN = 20  # requests listed when --verify finds some denied (there should be none)
+
+DESCRIPTION = (
+    "Least privilege over a deployment's access log, on Spark: OUT/unused (grants no allowed request "
+    "could have used, with the log's window), OUT/sole (grants some allowed request cannot do without: how "
+    "many, and examples), OUT/removals (a set of grants that can all be removed together while every "
+    "request allowed in the log stays allowed; exact, or greedy with its bound on large parts), "
+    "OUT/principals (grants held, used and unused by each user, group and role, and who made no request) "
+    "and OUT/rejects. The same answers as `privilog unused`. Denied requests are counted, never used to keep "
+    "a grant. Exit 0 once answered, 1 when --verify finds a request the removals would deny."
+)
+
+
+def register(commands: Any, common: Any, reported: Any) -> None:
+    """Add ``privilog pipeline unused`` (``common`` adds the options every pipeline command shares)."""
+    q = commands.add_parser(
+        "unused",
+        help="least privilege: grants the log never used, and which can all be removed together",
+        description=DESCRIPTION,
+    )
+    common(q, requests=True)
+    q.add_argument(
+        "--verify",
+        action="store_true",
+        help="remove the recommended grants from the deployment and decide the whole log again: every "
+        "request allowed before must stay allowed",
+    )
+    q.add_argument(
+        "--exact-limit",
+        type=int,
+        default=24,
+        metavar="N",
+        help="solve a part with at most N candidate grants exactly, larger ones greedily (default 24)",
+    )
+    q.add_argument("--json", action="store_true", help="print the report as one JSON object (every grant listed)")
+    q.set_defaults(run=reported(cmd_unused))
+
+
+def cmd_unused(args: argparse.Namespace) -> int:
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from privilog.render.unused import render_unused, unused_json
+
+    policy = dsl.load_policy(args.policy)
+    if args.exact_limit < 0:
+        raise PipelineError(f"--exact-limit is a count of grants, not {args.exact_limit}")
+    with running(args, "unused") as context:
+        vocabulary = Vocabulary(policy, context.instance)
+        engine = context.engine(policy)
+        deployment = _world(context, vocabulary, args)
+        raw = context.table(args.requests, "requests")
+        assert raw is not None
+        requests = check_requests(context.spark, vocabulary, number_requests(raw))
+        context.rejects.append(requests.rejects)
+        decided = decide_all(
+            context.spark, engine, deployment, requests, context.progress, witnesses=False, justify=True
+        )
+        table = decided.table.persist(StorageLevel.MEMORY_AND_DISK)
+        assert decided.needs is not None
+        context.progress("gathering what the log says of the grants: distinct needs, sole grants, requests made")
+        holdings, grants = _holdings(deployment)
+        evidence, window = _evidence(table, decided.needs, grants, requests)
+        context.progress(f"choosing the grants to keep among {len(evidence.needs):,} distinct needs")
+        found = report(holdings, evidence, args.exact_limit)
+        found.window = window
+        verified: tuple[int, list[Request]] | None = None
+        if args.verify:
+            verified = _verify(context, engine, deployment, requests, table, found.removals)
+        _write(context, found)
+        rejects = context.write_rejects()
+        found.rejected = rejects.where(F.col("table") == "requests").count()
+        used, rejected = _world_counts(context, deployment, rejects)
+        used["requests"] = found.requests
+        rejected["requests"] = found.rejected
+        inputs = context.balanced(used, rejected)
+        summary = found.summary()
+        context.finish(
+            [(args.policy, policy)],
+            inputs,
+            least_privilege={
+                **summary,
+                "window": list(window) if window else None,
+                "verify": None if verified is None else {"changed": verified[0]},
+            },
+        )
+        context.progress("done")
+    changed, shown = verified if verified is not None else (None, None)
+    if args.json:
+        print(json.dumps(unused_json(found, [], shown)))
+    else:
+        print(render_unused(found, [], shown, changed))
+        print(f"wrote {context.out} ({context.run.format}: unused, sole, removals, principals, rejects)")
+    if verified and verified[0]:
+        print(f"privilog: unused: {verified[0]:,} allowed requests would be denied: please report it", file=sys.stderr)
+        return EXIT_DENY
+    return EXIT_OK
+
+
+def _holdings(deployment: Deployment) -> tuple[Held, dict[tuple[int, int, int], Grant]]:
+    """The deployment's grants (each action of ALL its own), and every principal it names; the grants by code."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        deployment.grants.select(
+            "principal",
+            "action",
+            "entity",
+            *(F.xxhash64(c).alias(f"k{i}") for i, c in enumerate(("principal", "action", "entity"))),
+        )
+        .distinct()
+        .collect()
+    )
+    grants = {
+        (r["k0"], r["k1"], r["k2"]): Grant(r["principal"], r["action"], EntityId.parse(r["entity"])) for r in rows
+    }
+    named = frozenset(r["principal"] for r in deployment.principals.collect())
+    return Held(frozenset(grants.values()), named), grants
+
+
+def _evidence(
+    table: DataFrame, needs: DataFrame, grants: dict[tuple[int, int, int], Grant], requests: Requests
+) -> tuple[Evidence, tuple[str, str] | None]:
+    """What the log says of the grants, reduced on Spark; the log's first and last timestamp."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    def grant(struct: Any) -> Grant:
+        try:
+            return grants[(struct["p"], struct["a"], struct["e"])]
+        except KeyError:  # a need is made of the deployment's grants: anything else is a bug
+            raise AssertionError(f"a need names a grant the deployment does not hold: {struct}") from None
+
+    evidence = Evidence()
+    counts = table.agg(
+        F.count("*").alias("requests"),
+        F.sum(F.when(F.col("decision") == "allow", 1).otherwise(0)).alias("allowed"),
+        F.min(F.when(F.col("timestamp") != "", F.col("timestamp"))).alias("first"),
+        F.max(F.when(F.col("timestamp") != "", F.col("timestamp"))).alias("last"),
+    ).collect()[0]
+    evidence.requests, evidence.allowed = int(counts["requests"]), int(counts["allowed"] or 0)
+    for row in table.groupBy("principal").count().collect():
+        evidence.made[row["principal"]] = int(row["count"])
+    for row in needs.select("grants").distinct().toLocalIterator():
+        evidence.needs.add(frozenset(grant(g) for g in row["grants"]))
+    sole = needs.where(F.size("grants") == 1).select("rid", F.col("grants")[0].alias("g")).distinct()
+    counted = sole.groupBy("g").count()
+    first = (
+        sole.withColumn("n", F.row_number().over(Window.partitionBy("g").orderBy("rid")))
+        .where(F.col("n") <= EXAMPLES)
+        .join(table.select("rid", "principal", "operation", "entity"), on="rid")
+    )
+    arguments = requests.args.groupBy("rid").agg(F.collect_list(F.struct("name", "value")).alias("args"))
+    examples: dict[Grant, list[tuple[int, Request]]] = {}
+    for row in first.join(arguments, on="rid", how="left").collect():
+        request = Request(
+            row["principal"],
+            row["operation"],
+            EntityId.parse(row["entity"]),
+            tuple(sorted((a["name"], a["value"]) for a in row["args"] or ())),
+        )
+        examples.setdefault(grant(row["g"]), []).append((row["rid"], request))
+    for row in counted.collect():
+        mine = grant(row["g"])
+        evidence.sole[mine] = (int(row["count"]), tuple(r for _, r in sorted(examples[mine], key=lambda x: x[0])))
+    window = (counts["first"], counts["last"]) if counts["first"] is not None else None
+    return evidence, window
+
+
+def _verify(
+    context: Context,
+    engine: SparkEngine,
+    deployment: Deployment,
+    requests: Requests,
+    before: DataFrame,
+    removals: list[Grant],
+) -> tuple[int, list[Request]]:
+    """Decide the log again without ``removals``: how many requests allowed before are denied, and some."""
+    from pyspark.sql import functions as F
+
+    context.progress(f"verifying: deciding the log again without the {len(removals):,} grants recommended")
+    gone = context.spark.createDataFrame(
+        [(g.principal, g.action, str(g.entity)) for g in removals], "principal string, action string, entity string"
+    ).select(*encoded("principal", "action", "entity"))
+    kept = deployment.relations["grant"].join(gone, on=["c0", "c1", "c2"], how="left_anti")
+    after = decide_all(
+        context.spark,
+        engine,
+        replace(deployment, relations={**deployment.relations, "grant": kept}),
+        requests,
+        context.progress,
+        witnesses=False,
+    )
+    denied = after.table.where(F.col("decision") == "deny").select("rid")
+    changed = before.where(F.col("decision") == "allow").join(denied, on="rid", how="left_semi")
+    count = changed.count()
+    shown = [
+        Request(r["principal"], r["operation"], EntityId.parse(r["entity"]))
+        for r in changed.orderBy("rid").limit(SHOWN).collect()
+    ]
+    for df in after.cached:
+        df.unpersist()
+    context.progress(f"verified: {count:,} allowed requests denied without the removals")
+    return count, shown
+
+
+def _write(context: Context, found: Report) -> None:
+    """The run's tables, from the report."""
+    spark = context.spark
+    grant = "principal string, action string, entity string"
+    start, end = found.window or (None, None)
+    rows = [(g.principal, g.action, str(g.entity), start, end) for g in found.unused]
+    context.write("unused", spark.createDataFrame(rows, f"{grant}, window_start string, window_end string"))
+    request = "struct<principal: string, operation: string, entity: string, args: map<string, string>>"
+    rows = [
+        (
+            s.grant.principal,
+            s.grant.action,
+            str(s.grant.entity),
+            s.requests,
+            [(r.principal, r.operation, str(r.entity), dict(r.args)) for r in s.examples],
+        )
+        for s in found.sole
+    ]
+    context.write("sole", spark.createDataFrame(rows, f"{grant}, requests long, examples array<{request}>"))
+    unused = set(found.unused)
+    rows = [(g.principal, g.action, str(g.entity), g not in unused) for g in found.removals]
+    context.write("removals", spark.createDataFrame(rows, f"{grant}, used boolean"))
+    kind = lambda p: p.principal.partition(":")[0]  # noqa: E731
+    rows = [  # active: a user made a request in the window (null for groups and roles, who make none)
+        (p.principal, kind(p), p.held, p.used, p.unused, p.requests, p.requests > 0 if kind(p) == "user" else None)
+        for p in found.principals
+    ]
+    schema = "principal string, kind string, held long, used long, unused long, requests long, active boolean"
+    context.write("principals", spark.createDataFrame(rows, schema).coalesce(1))
