@@ -43,7 +43,7 @@ from privilog.engine.spark.plan import (
     plan_rule,
     union,
 )
-from pyspark import StorageLevel
+from privilog.engine.spark.session import persist
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
@@ -82,7 +82,7 @@ class Evaluation:
 
     def cache(self, name: str, df: DataFrame) -> DataFrame:
         """Persist ``df``, part of predicate ``name``, until release()."""
-        stored = df.persist(StorageLevel.MEMORY_AND_DISK)
+        stored = df.transform(persist)
         self.cached.setdefault(name, []).append(stored)
         return stored
 
@@ -359,7 +359,7 @@ class SparkEngine:
                 frame = given.toDF(*(column(i) for i in range(arity)))
                 if name in self._partition:
                     frame = frame.repartition(self._partitions(), column(self._partition[name]))
-                stored = frame.persist(StorageLevel.MEMORY_AND_DISK)
+                stored = frame.transform(persist)
                 self._memo_cached.append(stored)
                 unmeasured[name] = stored
         if unmeasured:

@@ -503,7 +503,7 @@ class _Plan:
 
     def _goal_rows(self, literal: Atom, params: list[str]) -> DataFrame | None:
         """The rows (k_rid, k_0..) of ``literal``'s goal for every request, the params as columns."""
-        from pyspark import StorageLevel
+        from privilog.engine.spark.session import persist
         from pyspark.sql import functions as F
 
         kept = {v: Var(f"\x06{i}") for i, v in enumerate(params)}
@@ -534,7 +534,7 @@ class _Plan:
             rows = found[0]
             for more in found[1:]:
                 rows = rows.unionByName(more)
-            rows = rows.distinct().persist(StorageLevel.MEMORY_AND_DISK)
+            rows = rows.distinct().transform(persist)
             self.cached.append(rows)
         self.memo[key] = rows
         return rows

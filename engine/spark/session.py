@@ -15,12 +15,45 @@ all; :data:`SETTINGS` says both. An existing session (a test suite's, or one
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
+from contextvars import ContextVar
 
-from pyspark.sql import SparkSession
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "4g"  # when the machine's memory cannot be read
+# The DataFrames persisted (by persist) during the run under way (released), to unpersist at its end.
+_PERSISTED: ContextVar[list[DataFrame] | None] = ContextVar("privilog_persisted", default=None)
+
+
+def persist(df: DataFrame) -> DataFrame:
+    """``df`` persisted (in memory, spilling to disk), and remembered by the run under way (:func:`released`)."""
+    kept = df.persist(StorageLevel.MEMORY_AND_DISK)
+    run = _PERSISTED.get()
+    if run is not None:
+        run.append(kept)
+    return kept
+
+
+@contextlib.contextmanager
+def released() -> Iterator[None]:
+    """Unpersist, on leaving, every DataFrame :func:`persist` kept inside.
+
+    A pipeline run in its own process ends with its caches; one run in a session that outlives it
+    (a test suite's, a notebook's) would otherwise leave them in the JVM's memory, run after run,
+    until a broadcast or a cache finds none. What the caller persisted itself is left as it was.
+    """
+    token = _PERSISTED.set([])
+    try:
+        yield
+    finally:
+        kept = _PERSISTED.get() or []
+        _PERSISTED.reset(token)
+        for df in kept:
+            df.unpersist()
 
 
 def local_driver_memory() -> str:

@@ -1,4 +1,4 @@
-"""The pipeline's commands (decide, visibility, impact): read, check, evaluate, write, report.
+"""The pipeline's commands (decide, visibility, impact; unused in :mod:`privilog.pipeline.unused`).
 
 ``register`` adds ``privilog pipeline`` and ``privilog generate`` to a command
 line; ``main`` runs a pipeline command on its own (``spark-submit``,
@@ -8,225 +8,52 @@ line; ``main`` runs a pipeline command on its own (``spark-submit``,
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from privilog import dsl
-from privilog.dsl.ir import Policy
 from privilog.engine.ids import DEFAULT_INSTANCE
-from privilog.engine.program import compile_policy
-from privilog.pipeline.console import Heartbeat, quiet_jvm
+from privilog.pipeline.context import load_world, running, world_counts
 from privilog.pipeline.evaluate import decide_all, visibility
-from privilog.pipeline.inputs import Deployment, Vocabulary, check_requests, load_deployment, number_requests
-from privilog.pipeline.runs import Output, Staging, balance, policy_record
+from privilog.pipeline.inputs import Vocabulary, check_requests, number_requests
 from privilog.pipeline.show import render_summary
 from privilog.pipeline.tables import (
     FORMATS,
-    REJECT_SCHEMA,
     PipelineError,
-    Progress,
-    infer_format,
-    read_table,
     read_written,
     require_spark,
-    spark_session,
-    write_table,
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-
-    from privilog.engine.spark.evaluate import SparkEngine
-
-
-# ---- a run ----------------------------------------------------------------------------
-
-
-@dataclass
-class Context:
-    """One run: its session, progress, staging folder, and what it read and wrote."""
-
-    spark: SparkSession
-    progress: Progress
-    run: Staging
-    instance: str
-    fmt: str | None
-    local_rows: int | None = None
-    trace: bool = False
-    rejects: list[DataFrame] = field(default_factory=list)
-    inputs: dict[str, tuple[str, str, DataFrame]] = field(default_factory=dict)  # table -> path, format, rows
-
-    @property
-    def out(self) -> Path:
-        return self.run.out
-
-    def table(self, path: str | None, table: str) -> DataFrame | None:
-        if path is None:
-            return None
-        df = read_table(self.spark, path, self.fmt, table)
-        self.inputs[table] = (os.path.abspath(path), self.fmt or infer_format(Path(path)), df)
-        self.progress(f"reading {table} from {path}")
-        return df
-
-    def engine(self, policy: Policy) -> SparkEngine:
-        from privilog.engine.spark.evaluate import EngineSettings, SparkEngine
-        from privilog.engine.spark.plan import Settings
-
-        settings = EngineSettings(planner=Settings(trace=self.progress if self.trace else None))
-        if self.local_rows is not None:
-            settings = replace(settings, local_rows=self.local_rows, local_base_rows=self.local_rows)
-        return SparkEngine(compile_policy(policy), self.spark, settings, progress=self.progress)
-
-    def write(self, name: str, df: DataFrame) -> Output:
-        """Write a table of the run (into its staging folder), and count what was written."""
-        path = self.run.table(name)
-        self.progress(f"writing {name} ({self.run.format})")
-        columns = write_table(df, path, self.run.format)
-        output = Output(name, self.run.format, columns, read_written(self.spark, path, self.run.format).count())
-        self.run.wrote(output)
-        return output
-
-    def write_rejects(self) -> DataFrame:
-        """Write the rejects table; it, as written (for counting)."""
-        combined = self.spark.createDataFrame([], REJECT_SCHEMA)
-        for part in self.rejects:
-            combined = combined.union(part)
-        output = self.write("rejects", combined.coalesce(1))
-        written = read_written(self.spark, self.run.path("rejects"), self.run.format)
-        if output.rows:
-            counts = {r["table"]: int(r["count"]) for r in written.groupBy("table").count().collect()}
-            described = ", ".join(f"{n:,} {t}" for t, n in sorted(counts.items()))
-            self.progress(f"rejected {output.rows:,} rows ({described}): see {self.out / 'rejects'}")
-        return written
-
-    def read_counts(self) -> dict[str, int]:
-        """How many rows each input table holds, read again in one job."""
-        from pyspark.sql import functions as F
-
-        self.progress("counting the input rows (the rows-in check)")
-        parts = [df.select(F.lit(table).alias("table")) for table, (_, _, df) in self.inputs.items()]
-        combined = parts[0]
-        for part in parts[1:]:
-            combined = combined.union(part)
-        return {r["table"]: int(r["count"]) for r in combined.groupBy("table").count().collect()}
-
-    def balanced(self, used: dict[str, Any], rejected: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        """The inputs as the manifest records them, after the rows-in check (which raises when it fails)."""
-        read = self.read_counts()
-        inputs = {
-            table: {
-                "path": path,
-                "format": fmt,
-                "rows": read.get(table, 0),
-                "used": used[table],
-                "rejected": rejected[table],
-            }
-            for table, (path, fmt, _) in self.inputs.items()
-        }
-        try:
-            balance(inputs)
-        except PipelineError as error:
-            kept = self.run.keep()
-            raise PipelineError(f"{error}; the run's tables are left in {kept}, and {self.out} is unchanged") from None
-        return inputs
-
-    def finish(self, policies: list[tuple[str, Policy]], inputs: dict[str, Any], **fields: Any) -> None:
-        """Write the manifest and move the run into place."""
-        self.progress(f"moving the run into {self.out}")
-        self.run.publish(
-            policies=[policy_record(name, policy_file(name)) for name, _ in policies],
-            inputs=inputs,
-            rows_in_check="passed: for every input, rows read = rows used + rows rejected",
-            privilog=privilog_version(),
-            spark=self.spark.version,
-            **fields,
-        )
-
-
-def policy_file(name: str) -> Path:
-    return dsl.resolve_policy_path(name)
-
-
-def privilog_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("privilog")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown (not installed)"
-
-
-@contextlib.contextmanager
-def running(args: argparse.Namespace, command: str) -> Iterator[Context]:
-    """A run: its output folder staged and locked, a Spark session, a heartbeat while Spark works."""
-    from pyspark.sql import SparkSession
-
-    progress = Progress(quiet=getattr(args, "quiet", False))
-    with Staging(Path(args.out), command, args.out_format) as run:
-        progress(f"starting Spark ({args.master or 'local[*]'})")
-        # a JVM started here has its own lines filtered (one already running keeps its stderr)
-        with quiet_jvm() if SparkSession.getActiveSession() is None else contextlib.nullcontext():
-            spark = spark_session(args.master, args.driver_memory, args.partitions)
-        context = Context(spark, progress, run, args.instance, args.format, args.local_rows, args.trace)
-        with Heartbeat(spark, progress):
-            yield context
-
-
-def _world(context: Context, vocabulary: Vocabulary, args: argparse.Namespace, report: bool = True) -> Deployment:
-    """The deployment's tables, checked; ``report`` adds its bad rows to the run's rejects."""
-    entities = context.table(args.entities, "entities")
-    grants = context.table(args.grants, "grants")
-    assert entities is not None and grants is not None
-    deployment = load_deployment(context.spark, vocabulary, entities, grants, context.table(args.members, "members"))
-    if report:
-        context.rejects.append(deployment.rejects)
-    return deployment
-
-
-def _world_counts(
-    context: Context, deployment: Deployment, rejects: DataFrame
-) -> tuple[dict[str, int], dict[str, int]]:
-    """Rows used and rows rejected of each world table, in two jobs."""
-    from pyspark.sql import functions as F
-
-    tables = [t for t in ("entities", "grants", "members") if t in context.inputs]
-    parts = [deployment.used[t].select(F.lit(t).alias("table")) for t in tables]
-    combined = parts[0]
-    for part in parts[1:]:
-        combined = combined.union(part)
-    used = {r["table"]: int(r["count"]) for r in combined.groupBy("table").count().collect()}
-    rejected = {r["table"]: int(r["count"]) for r in rejects.groupBy("table").count().collect()}
-    return {t: used.get(t, 0) for t in tables}, {t: rejected.get(t, 0) for t in tables}
+    from pyspark.sql import DataFrame
 
 
 # ---- the commands ---------------------------------------------------------------------
 
 
 def cmd_decide(args: argparse.Namespace) -> int:
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
+
+    from privilog.engine.spark.session import persist
 
     policy = dsl.load_policy(args.policy)
     with running(args, "decide") as context:
         vocabulary = Vocabulary(policy, context.instance)
         engine = context.engine(policy)
-        deployment = _world(context, vocabulary, args)
+        deployment = load_world(context, vocabulary, args)
         raw = context.table(args.requests, "requests")
         assert raw is not None
         requests = check_requests(context.spark, vocabulary, number_requests(raw))
         context.rejects.append(requests.rejects)
         decided = decide_all(context.spark, engine, deployment, requests, context.progress)
-        table = decided.table.drop("rid").persist(StorageLevel.MEMORY_AND_DISK)
+        table = decided.table.drop("rid").transform(persist)
         written = context.write("decisions", table)
         rejects = context.write_rejects()
         context.progress("counting decisions by operation")
         summary = per_operation(table)
-        used, rejected = _world_counts(context, deployment, rejects)
+        used, rejected = world_counts(context, deployment, rejects)
         used["requests"] = written.rows
         rejected["requests"] = rejects.where(F.col("table") == "requests").count()
         inputs = context.balanced(used, rejected)
@@ -281,11 +108,11 @@ def cmd_visibility(args: argparse.Namespace) -> int:
     with running(args, "visibility") as context:
         vocabulary = Vocabulary(policy, context.instance)
         engine = context.engine(policy)
-        deployment = _world(context, vocabulary, args)
+        deployment = load_world(context, vocabulary, args)
         shown = visibility(context.spark, engine, deployment, context.progress)
         written = context.write("visibility", shown)
         rejects = context.write_rejects()
-        used, rejected = _world_counts(context, deployment, rejects)
+        used, rejected = world_counts(context, deployment, rejects)
         inputs = context.balanced(used, rejected)
         context.finish([(args.policy, policy)], inputs)
         context.progress("done")
@@ -310,7 +137,7 @@ def cmd_impact(args: argparse.Namespace) -> int:
             context.progress(f"deciding under {name}")
             vocabulary = Vocabulary(policy, context.instance)
             # the world's rows are checked by CDAP's id forms and actions alone: report its bad rows once
-            deployment = _world(context, vocabulary, args, report=name == args.left)
+            deployment = load_world(context, vocabulary, args, report=name == args.left)
             deployments.append(deployment)
             requests = check_requests(context.spark, vocabulary, numbered)
             context.rejects.append(requests.rejects.withColumn("reason", F.concat(F.lit(f"{name}: "), F.col("reason"))))
@@ -350,7 +177,7 @@ def cmd_impact(args: argparse.Namespace) -> int:
         rows = by_operation.collect()
         context.write("by_operation", context.spark.createDataFrame(rows, by_operation.schema).coalesce(1))
         rejects = context.write_rejects()
-        world_used, world_rejected = _world_counts(context, deployments[0], rejects)
+        world_used, world_rejected = world_counts(context, deployments[0], rejects)
         used: dict[str, Any] = dict(world_used)
         rejected: dict[str, Any] = dict(world_rejected)
         context.progress("counting each policy's decisions (the rows-in check)")

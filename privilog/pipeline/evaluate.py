@@ -53,8 +53,9 @@ class Round:
 
 def plan_rounds(deployment: Deployment, requests: DataFrame, progress: Progress) -> Iterable[Round]:
     """Rounds in which no request sees another request's not-yet-existing entity below its own."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
+
+    from privilog.engine.spark.session import persist
 
     vocabulary = deployment.vocabulary
     chains = (
@@ -64,7 +65,7 @@ def plan_rounds(deployment: Deployment, requests: DataFrame, progress: Progress)
     )
     transient = chains.join(
         deployment.existing.select(F.col("entity").alias("member")), on="member", how="left_anti"
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    ).transform(persist)
     # The entities of creates are few next to the log: broadcast, the log is not shuffled for them.
     brings = F.broadcast(transient.select("entity").distinct())
     yield Round(requests.join(brings, on="entity", how="left_anti"), None)
@@ -81,9 +82,7 @@ def plan_rounds(deployment: Deployment, requests: DataFrame, progress: Progress)
         enclosing = entities.select(
             F.explode(F.slice(vocabulary.chain(F.col("entity")), 2, vocabulary.depth)).alias("entity")
         )
-        deferred = remaining.join(enclosing.distinct(), on="entity", how="left_semi").persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
+        deferred = remaining.join(enclosing.distinct(), on="entity", how="left_semi").transform(persist)
         decided = remaining.join(deferred.select("rid"), on="rid", how="left_anti")
         links = entities.select("entity", vocabulary.parent(F.col("entity")).alias("parent"))
         progress(f"round {number}: {count:,} requests name entities not in the inventory")
@@ -121,10 +120,10 @@ def dictionary(
     spark: SparkSession, engine: SparkEngine, deployment: Deployment, requests: Requests | None
 ) -> DataFrame:
     """Every string the evaluation may hold, with its code (code, value); raises on a collision."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from privilog.engine.spark.encoding import EncodingError
+    from privilog.engine.spark.session import persist
 
     policy_values = spark.createDataFrame([(v,) for v in engine.dictionary.values()], "value string")
     values = deployment.values.union(policy_values)
@@ -143,7 +142,7 @@ def dictionary(
         values.where(F.col("value").isNotNull())
         .groupBy(F.xxhash64("value").alias("code"))
         .agg(F.min("value").alias("value"), F.max("value").alias("other"))
-        .persist(StorageLevel.MEMORY_AND_DISK)
+        .transform(persist)
     )
     found = table.where(F.col("value") != F.col("other")).first()
     if found is not None:
@@ -333,8 +332,9 @@ class Decided:
 def hierarchy(deployment: Deployment, requests: DataFrame) -> dict[str, DataFrame]:
     """``child_of``, ``is_a``, ``ancestor`` and ``descendant`` from the ids, in one pass, over the
     inventory and the entities the requests create (``w``: the created entity a row is about)."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
+
+    from privilog.engine.spark.session import persist
 
     vocabulary = deployment.vocabulary
     created = (
@@ -352,7 +352,7 @@ def hierarchy(deployment: Deployment, requests: DataFrame) -> dict[str, DataFram
         F.transform(
             F.slice(vocabulary.chain(F.col("entity")), 2, max(vocabulary.depth, 1)), lambda x: F.xxhash64(x)
         ).alias("up"),
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    ).transform(persist)
     above = links.select("c0", "w", F.explode("up").alias("c1"))
     tables = {
         "child_of": links.where(F.size("up") > 0).select("c0", F.element_at("up", 1).alias("c1"), "w"),
@@ -360,7 +360,7 @@ def hierarchy(deployment: Deployment, requests: DataFrame) -> dict[str, DataFram
         "ancestor": above.select("c0", "c1", "w"),
         "descendant": above.select(F.col("c1").alias("c0"), F.col("c0").alias("c1"), "w"),
     }
-    return {name: df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in tables.items()}
+    return {name: df.transform(persist) for name, df in tables.items()}
 
 
 def decide_fused(
@@ -375,12 +375,12 @@ def decide_fused(
 ) -> Decided | None:
     """Decide every good request in one pass with the fused plans (engine.spark.fused); None
     when the policy is outside what they fuse (then the caller decides in rounds)."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from privilog.engine.spark.evaluate import Evaluation
     from privilog.engine.spark.fused import HIERARCHY, JUSTIFY_OUTPUTS, OUTPUTS, FusedDecisions, why_not
     from privilog.engine.spark.plan import Relation, Size
+    from privilog.engine.spark.session import persist
     from privilog.engine.unfold import NotCompiled
 
     reason = why_not(engine)
@@ -400,7 +400,7 @@ def decide_fused(
     if derived:
         evaluation = engine.evaluate(deployment.relations, outputs=derived)
         for name in derived:
-            world[name] = evaluation.relation(name).distinct().persist(StorageLevel.MEMORY_AND_DISK)
+            world[name] = evaluation.relation(name).distinct().transform(persist)
     vocabulary = deployment.vocabulary
     frame = requests.good.select(
         "rid",
@@ -411,7 +411,7 @@ def decide_fused(
         F.xxhash64(vocabulary.entity_type(F.col("entity"))).alias("et"),
     )
     args = requests.args.select("rid", F.xxhash64("name").alias("n"), F.xxhash64("value").alias("v"))
-    frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    frame = frame.transform(persist)
     tables = hierarchy(deployment, requests.good)
     sizes = {name: df.count() for name, df in [*world.items(), *tables.items()]}
     small = {name for name, rows in sizes.items() if rows <= BROADCAST_ROWS}
@@ -430,14 +430,14 @@ def decide_fused(
     # Decided here, in a job of its own: a caller that joins two policies' decisions (impact)
     # would otherwise run both fused plans in one stage, each operator of both holding memory.
     part = decisions(spark, engine.program, Evaluation(relations), requests.good, table, witnesses)
-    part = part.persist(StorageLevel.MEMORY_AND_DISK)
+    part = part.transform(persist)
     progress("deciding: the fused plans run")
     part.count()
     progress("decided")
     needs = None
     if justify:
         progress("gathering the grants that can justify each allowed request")
-        needs = needs_of(spark, engine.program, Evaluation(relations)).persist(StorageLevel.MEMORY_AND_DISK)
+        needs = needs_of(spark, engine.program, Evaluation(relations)).transform(persist)
     out = requests.good.join(part, on="rid", how="inner")
     return Decided(out, 1, [table, part], needs)
 
@@ -456,7 +456,7 @@ def decide_all(
 
     With ``witnesses``, allowed requests name the grants that allow them (:func:`decisions`); with
     ``justify``, the result's ``needs`` has every grant that can (:func:`needs_of`)."""
-    from pyspark import StorageLevel
+    from privilog.engine.spark.session import persist
 
     progress("checking the encoding: every value of the run hashed, looking for two that share a code")
     table = dictionary(spark, engine, deployment, requests)
@@ -473,10 +473,10 @@ def decide_all(
         outputs = JUSTIFY_OUTPUTS if justify else DECIDE_OUTPUTS
         evaluation = engine.evaluate(base, outputs=outputs, added=added, partition=BY_REQUEST)
         part = decisions(spark, engine.program, evaluation, round_.requests, table, witnesses)
-        parts.append(part.persist(StorageLevel.MEMORY_AND_DISK))
+        parts.append(part.transform(persist))
         parts[-1].count()  # decide this round before the next replaces the facts
         if justify:
-            needs.append(needs_of(spark, engine.program, evaluation).persist(StorageLevel.MEMORY_AND_DISK))
+            needs.append(needs_of(spark, engine.program, evaluation).transform(persist))
             needs[-1].count()
         evaluation.release()
         progress(f"round {rounds}: decided")
@@ -518,10 +518,10 @@ def visibility(spark: SparkSession, engine: SparkEngine, deployment: Deployment,
     (self or descendant), or what it encloses (parent, an enclosing type). A listing
     that needs no grant is asked for every principal and every entity of its type.
     """
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from privilog.engine.spark.encoding import xxhash64
+    from privilog.engine.spark.session import persist
 
     listings = [op for op in engine.program.policy.operations if op.verb is Verb.SHOWS]
     base = dict(deployment.relations)
@@ -558,7 +558,7 @@ def visibility(spark: SparkSession, engine: SparkEngine, deployment: Deployment,
     asked = (
         candidates.select("p", "o", "e")
         .withColumn("rid", F.monotonically_increasing_id())
-        .persist(StorageLevel.MEMORY_AND_DISK)
+        .transform(persist)
     )
     progress(f"visibility: {asked.count():,} listing requests to decide")
     base["request"] = asked.select(

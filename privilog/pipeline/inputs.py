@@ -265,14 +265,15 @@ def load_deployment(
     members: DataFrame | None,
 ) -> Deployment:
     """Check the world's tables and turn them into base relations."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
+
+    from privilog.engine.spark.session import persist
 
     good_entities, bad_entities = _rejects(entities, "entities", vocabulary.entity_problem(F.col("entity"), False))
     existing = (
         good_entities.select(F.explode(vocabulary.chain(F.col("entity"))).alias("entity"))
         .distinct()
-        .persist(StorageLevel.MEMORY_AND_DISK)
+        .transform(persist)
     )
     grant_problem = F.coalesce(
         vocabulary.principal_problem(F.col("principal")),
@@ -350,8 +351,9 @@ def check_requests(spark: SparkSession, vocabulary: Vocabulary, numbered: DataFr
     them checked one per row and joined back by request id, with no further shuffle
     (one expression checking every argument of every row would be too large to compile).
     """
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
+
+    from privilog.engine.spark.session import persist
 
     policy = vocabulary.policy
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
@@ -388,7 +390,7 @@ def check_requests(spark: SparkSession, vocabulary: Vocabulary, numbered: DataFr
         log.join(not_json, on="rid", how="left")
         .join(first_problem, on="rid", how="left")
         .select("rid", *original, *source, problem.alias("_problem"))
-        .persist(StorageLevel.MEMORY_AND_DISK)
+        .transform(persist)
     )
     good = checked.where(F.col("_problem").isNull()).drop("_problem", *source)
     bad = checked.where(F.col("_problem").isNotNull()).withColumn("_table", F.lit("requests"))

@@ -15,7 +15,17 @@ from typing import Any
 
 from privilog.dsl.files import write_atomically
 from privilog.pipeline.results import read_run
-from privilog.pipeline.summary import TOP, Decisions, Impact, Rejects, Report, Tally, Visibility, summarize
+from privilog.pipeline.summary import (
+    TOP,
+    Decisions,
+    Impact,
+    LeastPrivilege,
+    Rejects,
+    Report,
+    Tally,
+    Visibility,
+    summarize,
+)
 from privilog.pipeline.tables import PipelineError
 from privilog.render import charts
 from privilog.render.charts import ALLOWED, DENIED, NEUTRAL, TO_ALLOW, TO_DENY, Series
@@ -62,9 +72,25 @@ def render_text(report: Report) -> str:
         ]
         if i.changed:
             lines += _columns([row[:4] for row in i.changed], ["operation", "allow→deny", "deny→allow", "log rows"])
+    if report.least_privilege is not None:
+        lines += _least_privilege_text(report.least_privilege)
     if report.rejects is not None:
         lines += _rejects_text(report.rejects)
     return "\n".join(lines) + "\n"
+
+
+def _least_privilege_text(lp: LeastPrivilege) -> list[str]:
+    s, n = lp.summary, charts.number
+    lines = [
+        "",
+        f"least privilege: {_counted(int(s.get('grants', 0)), 'grant')}: {n(int(s.get('used', 0)))} used, "
+        f"{n(int(s.get('unused', 0)))} unused, {n(int(s.get('sole', 0)))} sole; "
+        f"{n(int(s.get('recommended_removals', 0)))} can be removed together ({lp.method})",
+    ]
+    if lp.principals:
+        rows = [(p, unused, held) for p, held, _, unused in lp.principals[:TOP]]
+        lines += _columns(rows, ["most unused grants", "unused", "held"])
+    return lines
 
 
 def _decisions_text(d: Decisions) -> list[str]:
@@ -114,6 +140,8 @@ def render_html(report: Report) -> str:
         parts.append(_impact_section(report.impact))
     if report.visibility is not None:
         parts.append(_visibility_section(report.visibility))
+    if report.least_privilege is not None:
+        parts.append(_least_privilege_section(report.least_privilege))
     if report.rejects is not None:
         parts.append(_rejects_section(report.rejects))
     return charts.page(f"privilog pipeline run: {report.folder}", parts)
@@ -128,6 +156,13 @@ def _headline(report: Report) -> str:
         figures += [("allow→deny", report.impact.allow_to_deny), ("deny→allow", report.impact.deny_to_allow)]
     if report.visibility is not None:
         figures += [("visible (principal, entity) pairs", report.visibility.pairs)]
+    if report.least_privilege is not None:
+        s = report.least_privilege.summary
+        figures += [
+            ("grants", int(s.get("grants", 0))),
+            ("unused grants", int(s.get("unused", 0))),
+            ("recommended for removal", int(s.get("recommended_removals", 0))),
+        ]
     if report.rejects is not None:
         figures += [("rows rejected", report.rejects.total)]
     return charts.figures(figures)
@@ -247,6 +282,37 @@ def _visibility_section(v: Visibility) -> str:
         charts.table(["principal", "entities visible"], v.top_principals, "The principals that see the most"),
         note=f"{v.pairs:,} (principal, entity) pairs that a listing shows, for {v.principals:,} principals.",
     )
+
+
+def _least_privilege_section(lp: LeastPrivilege) -> str:
+    title = "Least privilege: grants held, used and unused, by principal"
+    s = lp.summary
+    verify = s.get("verify")
+    checked = (
+        ""
+        if not verify
+        else f" Verified: the log decided again without them, {verify.get('changed', 0):,} allowed requests changed."
+    )
+    note = (
+        f"{int(s.get('grants', 0)):,} grants: {int(s.get('used', 0)):,} used by some allowed request of the log, "
+        f"{int(s.get('unused', 0)):,} unused; {int(s.get('recommended_removals', 0)):,} can be removed together "
+        f"while every allowed request stays allowed ({lp.method}).{checked}"
+    )
+    series = (Series("used", ALLOWED), Series("unused", DENIED))
+    parts = []
+    if lp.principals:
+        shown = lp.principals[:TOP]
+        parts.append(charts.bars(title, [p for p, *_ in shown], series, [(u, n) for _, _, u, n in shown], "grants"))
+        parts.append(
+            charts.table(
+                ["principal", "held", "used", "unused"], lp.principals, "The principals with the most unused grants"
+            )
+        )
+    parts.append(
+        charts.table(["grant", "requests it alone allows"], lp.sole, "Sole grants: what would be denied without them")
+    )
+    parts.append(charts.table(["grant", "the log"], lp.removals, "Recommended removals (the first of them)"))
+    return charts.section(title, *parts, note=note)
 
 
 def _rejects_section(r: Rejects) -> str:

@@ -22,8 +22,9 @@ WRITTEN = {
     "decide": ("decisions", "rejects"),
     "visibility": ("visibility", "rejects"),
     "impact": ("changes", "by_operation", "rejects"),
+    "unused": ("principals", "unused", "sole", "removals", "rejects"),
 }
-RESULTS = ("decisions", "visibility", "changes", "by_operation", "rejects")
+RESULTS = ("decisions", "visibility", "changes", "by_operation", "principals", "unused", "sole", "removals", "rejects")
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def require_pyarrow() -> None:
 
 
 def read_run(folder: Path | str) -> Run:
-    """The run written to ``folder`` by ``privilog pipeline decide``, ``visibility`` or ``impact``.
+    """The run written to ``folder`` by ``privilog pipeline decide``, ``visibility``, ``impact`` or ``unused``.
 
     Opened through its manifest (:func:`privilog.pipeline.runs.open_run`: a folder without
     ``run.json`` is not a finished run); anything else is a one-line :class:`PipelineError`.
@@ -67,7 +68,7 @@ def read_run(folder: Path | str) -> Run:
     tables = tuple(name for name in RESULTS if name in run.tables)
     if not any(written[0] in tables for written in WRITTEN.values()):
         raise PipelineError(
-            f"{run.folder} is not a pipeline run: it holds no decisions, visibility or changes table "
-            "(what privilog pipeline decide, visibility and impact write under --out)"
+            f"{run.folder} is not a pipeline run: it holds no decisions, visibility, changes or principals table "
+            "(what privilog pipeline decide, visibility, impact and unused write under --out)"
         )
     return Run(run, tables)

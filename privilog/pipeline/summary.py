@@ -134,6 +134,23 @@ class Impact:
 
 
 @dataclass(frozen=True)
+class LeastPrivilege:
+    """What ``unused`` wrote: its summary (run.json), the principals with the most unused grants
+    (principal, held, used, unused), the sole grants standing for the most requests (grant, requests),
+    and the first recommended removals (grant, whether the log used it)."""
+
+    summary: dict[str, Any]
+    principals: tuple[tuple[str, int, int, int], ...]
+    sole: tuple[tuple[str, int], ...]
+    removals: tuple[tuple[str, str], ...]
+
+    @property
+    def method(self) -> str:
+        bound = self.summary.get("bound")
+        return "exact" if self.summary.get("method") == "exact" else f"greedy, at most {bound}× the fewest kept"
+
+
+@dataclass(frozen=True)
 class Report:
     """A run summarized: each part present when the run wrote its table."""
 
@@ -143,6 +160,7 @@ class Report:
     rejects: Rejects | None
     visibility: Visibility | None
     impact: Impact | None
+    least_privilege: LeastPrivilege | None = None
 
 
 # ---- counting -------------------------------------------------------------------------
@@ -157,6 +175,7 @@ def summarize(run: Run) -> Report:
         _rejects(run) if "rejects" in run.tables else None,
         _visibility(run) if "visibility" in run.tables else None,
         _impact(run) if "changes" in run.tables and "by_operation" in run.tables else None,
+        _least_privilege(run) if "principals" in run.tables and "removals" in run.tables else None,
     )
 
 
@@ -367,3 +386,27 @@ def _change(row: dict[str, Any]) -> Change:
         int(row["requests"]),
         "; ".join(f"{u['text']} ({u['requirement']})" for u in unmet or []),
     )
+
+
+def _least_privilege(run: Run) -> LeastPrivilege:
+    def grant(row: dict[str, Any]) -> str:
+        return f"{row['principal']} {row['action']} {row['entity']}"
+
+    principals = sorted(
+        (r for r in run.read("principals", ["principal", "held", "used", "unused"]).to_pylist() if r["unused"]),
+        key=lambda r: (-int(r["unused"]), str(r["principal"])),
+    )
+    sole = sorted(run.read("sole", ["principal", "action", "entity", "requests"]).to_pylist(),
+                  key=lambda r: (-int(r["requests"]), grant(r)))  # fmt: skip
+    removals = run.read("removals", ["principal", "action", "entity", "used"]).slice(0, EXAMPLES).to_pylist()
+    return LeastPrivilege(
+        dict(run.run.manifest.get("least_privilege") or {}),
+        tuple((str(r["principal"]), int(r["held"]), int(r["used"]), int(r["unused"])) for r in principals[: TOP * 2]),
+        tuple((grant(r), int(r["requests"])) for r in sole[: TOP * 2]),
+        tuple((grant(r), "used" if _true(r["used"]) else "unused") for r in removals),
+    )
+
+
+def _true(value: object) -> bool:
+    """A boolean as a run wrote it (CSV writes it as text)."""
+    return value is True or str(value).lower() == "true"

@@ -25,11 +25,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from privilog import dsl
+from privilog.engine.accesslog import Rejected
 from privilog.engine.decision import Request
 from privilog.engine.ids import EntityId
 from privilog.engine.leastprivilege import EXAMPLES, Evidence, Held, Report, report
 from privilog.engine.world import Grant
-from privilog.pipeline.commands import Context, _world, _world_counts, running
+from privilog.pipeline.context import Context, load_world, running, world_counts
 from privilog.pipeline.evaluate import decide_all
 from privilog.pipeline.inputs import Deployment, Requests, Vocabulary, check_requests, encoded, number_requests
 from privilog.pipeline.tables import PipelineError
@@ -79,9 +80,9 @@ def register(commands: Any, common: Any, reported: Any) -> None:
 
 
 def cmd_unused(args: argparse.Namespace) -> int:
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
+    from privilog.engine.spark.session import persist
     from privilog.render.unused import render_unused, unused_json
 
     policy = dsl.load_policy(args.policy)
@@ -90,7 +91,7 @@ def cmd_unused(args: argparse.Namespace) -> int:
     with running(args, "unused") as context:
         vocabulary = Vocabulary(policy, context.instance)
         engine = context.engine(policy)
-        deployment = _world(context, vocabulary, args)
+        deployment = load_world(context, vocabulary, args)
         raw = context.table(args.requests, "requests")
         assert raw is not None
         requests = check_requests(context.spark, vocabulary, number_requests(raw))
@@ -98,7 +99,7 @@ def cmd_unused(args: argparse.Namespace) -> int:
         decided = decide_all(
             context.spark, engine, deployment, requests, context.progress, witnesses=False, justify=True
         )
-        table = decided.table.persist(StorageLevel.MEMORY_AND_DISK)
+        table = decided.table.transform(persist)
         assert decided.needs is not None
         context.progress("gathering what the log says of the grants: distinct needs, sole grants, requests made")
         holdings, grants = _holdings(deployment)
@@ -111,11 +112,16 @@ def cmd_unused(args: argparse.Namespace) -> int:
             verified = _verify(context, engine, deployment, requests, table, found.removals)
         _write(context, found)
         rejects = context.write_rejects()
-        found.rejected = rejects.where(F.col("table") == "requests").count()
-        used, rejected = _world_counts(context, deployment, rejects)
+        of_log = rejects.where(F.col("table") == "requests")
+        found.rejected = of_log.count()
+        rejected = [
+            Rejected(f"{_path(r['file'])}:{r['row_number']}", r["reason"])
+            for r in of_log.orderBy("file", "row_number").limit(SHOWN).collect()
+        ]
+        used, refused = world_counts(context, deployment, rejects)
         used["requests"] = found.requests
-        rejected["requests"] = found.rejected
-        inputs = context.balanced(used, rejected)
+        refused["requests"] = found.rejected
+        inputs = context.balanced(used, refused)
         summary = found.summary()
         context.finish(
             [(args.policy, policy)],
@@ -129,14 +135,19 @@ def cmd_unused(args: argparse.Namespace) -> int:
         context.progress("done")
     changed, shown = verified if verified is not None else (None, None)
     if args.json:
-        print(json.dumps(unused_json(found, [], shown)))
+        print(json.dumps(unused_json(found, rejected, shown)))
     else:
-        print(render_unused(found, [], shown, changed))
+        print(render_unused(found, rejected, shown, changed, rejects_in=f"{context.out / 'rejects'} has every one"))
         print(f"wrote {context.out} ({context.run.format}: unused, sole, removals, principals, rejects)")
     if verified and verified[0]:
         print(f"privilog: unused: {verified[0]:,} allowed requests would be denied: please report it", file=sys.stderr)
         return EXIT_DENY
     return EXIT_OK
+
+
+def _path(file: str | None) -> str:
+    """A reject's file as a path (Spark names it by URI)."""
+    return (file or "?").removeprefix("file://").removeprefix("file:")
 
 
 def _holdings(deployment: Deployment) -> tuple[Held, dict[tuple[int, int, int], Grant]]:

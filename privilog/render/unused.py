@@ -18,21 +18,26 @@ def _grant(grant: Grant) -> str:
     return f"{grant.principal} {grant.action} {grant.entity}"
 
 
-def _listed(title: str, lines: list[str], total: int) -> list[str]:
+def _listed(title: str, lines: list[str], total: int, more: str = "--json lists them all") -> list[str]:
     out = [f"{title} ({total}):"] if total else [f"{title}: none"]
     out += [f"  {line}" for line in lines[:SHOWN]]
-    if total > SHOWN:
-        out.append(f"  ... and {total - SHOWN} more (--json lists them all)")
+    if total > min(len(lines), SHOWN):
+        out.append(f"  ... and {total - min(len(lines), SHOWN)} more ({more})")
     return out
 
 
 def render_unused(
-    report: Report, rejected: Sequence[Rejected], verified: Sequence[Request] | None, changed: int | None = None
+    report: Report,
+    rejected: Sequence[Rejected],
+    verified: Sequence[Request] | None,
+    changed: int | None = None,
+    rejects_in: str = "--json lists them all",
 ) -> str:
     """The summary first, then unused, sole and recommended grants, the principals, and the check.
 
-    ``rejected``: the log's rows that were not requests, to list (``report.rejected`` counts them);
-    ``verified``: the allowed requests denied without the removals (``changed`` of them, if more)."""
+    ``rejected``: the log's rows that were not requests, to list (``report.rejected`` counts them,
+    and ``rejects_in`` says where the rest are); ``verified``: the allowed requests denied without
+    the removals (``changed`` of them, if more)."""
     window = f", from {report.window[0]} to {report.window[1]}" if report.window else ""
     method = "exact" if report.method == "exact" else f"greedy, at most {report.bound}x the fewest kept"
     lines = [
@@ -66,8 +71,8 @@ def render_unused(
         lines += [f"  {p.principal}: {p.unused} of {p.held} unused" for p in most]
     if report.inactive:
         lines += _listed("users with no request in the log", report.inactive, len(report.inactive))
-    if rejected:
-        lines += _listed("rejected rows", [f"{r.where}: {r.reason}" for r in rejected], len(rejected))
+    if report.rejected:
+        lines += _listed("rejected rows", [f"{r.where}: {r.reason}" for r in rejected], report.rejected, rejects_in)
     if verified is not None:
         if verified:
             count = changed if changed is not None else len(verified)

@@ -1,0 +1,198 @@
+"""A pipeline run: its Spark session, staged output folder, progress and manifest (:class:`Context`).
+
+Every pipeline command that reads a deployment (decide, visibility, impact, unused) runs inside
+:func:`running`; :func:`load_world` reads and checks the deployment's tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from privilog import dsl
+from privilog.dsl.ir import Policy
+from privilog.engine.program import compile_policy
+from privilog.pipeline.console import Heartbeat, quiet_jvm
+from privilog.pipeline.inputs import Deployment, Vocabulary, load_deployment
+from privilog.pipeline.runs import Output, Staging, balance, policy_record
+from privilog.pipeline.tables import (
+    REJECT_SCHEMA,
+    PipelineError,
+    Progress,
+    infer_format,
+    read_table,
+    read_written,
+    spark_session,
+    write_table,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from privilog.engine.spark.evaluate import SparkEngine
+
+
+# ---- a run ----------------------------------------------------------------------------
+
+
+@dataclass
+class Context:
+    """One run: its session, progress, staging folder, and what it read and wrote."""
+
+    spark: SparkSession
+    progress: Progress
+    run: Staging
+    instance: str
+    fmt: str | None
+    local_rows: int | None = None
+    trace: bool = False
+    rejects: list[DataFrame] = field(default_factory=list)
+    inputs: dict[str, tuple[str, str, DataFrame]] = field(default_factory=dict)  # table -> path, format, rows
+
+    @property
+    def out(self) -> Path:
+        return self.run.out
+
+    def table(self, path: str | None, table: str) -> DataFrame | None:
+        if path is None:
+            return None
+        df = read_table(self.spark, path, self.fmt, table)
+        self.inputs[table] = (os.path.abspath(path), self.fmt or infer_format(Path(path)), df)
+        self.progress(f"reading {table} from {path}")
+        return df
+
+    def engine(self, policy: Policy) -> SparkEngine:
+        from privilog.engine.spark.evaluate import EngineSettings, SparkEngine
+        from privilog.engine.spark.plan import Settings
+
+        settings = EngineSettings(planner=Settings(trace=self.progress if self.trace else None))
+        if self.local_rows is not None:
+            settings = replace(settings, local_rows=self.local_rows, local_base_rows=self.local_rows)
+        return SparkEngine(compile_policy(policy), self.spark, settings, progress=self.progress)
+
+    def write(self, name: str, df: DataFrame) -> Output:
+        """Write a table of the run (into its staging folder), and count what was written."""
+        path = self.run.table(name)
+        self.progress(f"writing {name} ({self.run.format})")
+        columns = write_table(df, path, self.run.format)
+        output = Output(name, self.run.format, columns, read_written(self.spark, path, self.run.format).count())
+        self.run.wrote(output)
+        return output
+
+    def write_rejects(self) -> DataFrame:
+        """Write the rejects table; it, as written (for counting)."""
+        combined = self.spark.createDataFrame([], REJECT_SCHEMA)
+        for part in self.rejects:
+            combined = combined.union(part)
+        output = self.write("rejects", combined.coalesce(1))
+        written = read_written(self.spark, self.run.path("rejects"), self.run.format)
+        if output.rows:
+            counts = {r["table"]: int(r["count"]) for r in written.groupBy("table").count().collect()}
+            described = ", ".join(f"{n:,} {t}" for t, n in sorted(counts.items()))
+            self.progress(f"rejected {output.rows:,} rows ({described}): see {self.out / 'rejects'}")
+        return written
+
+    def read_counts(self) -> dict[str, int]:
+        """How many rows each input table holds, read again in one job."""
+        from pyspark.sql import functions as F
+
+        self.progress("counting the input rows (the rows-in check)")
+        parts = [df.select(F.lit(table).alias("table")) for table, (_, _, df) in self.inputs.items()]
+        combined = parts[0]
+        for part in parts[1:]:
+            combined = combined.union(part)
+        return {r["table"]: int(r["count"]) for r in combined.groupBy("table").count().collect()}
+
+    def balanced(self, used: dict[str, Any], rejected: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The inputs as the manifest records them, after the rows-in check (which raises when it fails)."""
+        read = self.read_counts()
+        inputs = {
+            table: {
+                "path": path,
+                "format": fmt,
+                "rows": read.get(table, 0),
+                "used": used[table],
+                "rejected": rejected[table],
+            }
+            for table, (path, fmt, _) in self.inputs.items()
+        }
+        try:
+            balance(inputs)
+        except PipelineError as error:
+            kept = self.run.keep()
+            raise PipelineError(f"{error}; the run's tables are left in {kept}, and {self.out} is unchanged") from None
+        return inputs
+
+    def finish(self, policies: list[tuple[str, Policy]], inputs: dict[str, Any], **fields: Any) -> None:
+        """Write the manifest and move the run into place."""
+        self.progress(f"moving the run into {self.out}")
+        self.run.publish(
+            policies=[policy_record(name, policy_file(name)) for name, _ in policies],
+            inputs=inputs,
+            rows_in_check="passed: for every input, rows read = rows used + rows rejected",
+            privilog=privilog_version(),
+            spark=self.spark.version,
+            **fields,
+        )
+
+
+def policy_file(name: str) -> Path:
+    return dsl.resolve_policy_path(name)
+
+
+def privilog_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("privilog")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+@contextlib.contextmanager
+def running(args: argparse.Namespace, command: str) -> Iterator[Context]:
+    """A run: its output folder staged and locked, a Spark session, a heartbeat while Spark works;
+    what the run persisted is unpersisted when it ends (the session may outlive it)."""
+    from pyspark.sql import SparkSession
+
+    from privilog.engine.spark.session import released
+
+    progress = Progress(quiet=getattr(args, "quiet", False))
+    with Staging(Path(args.out), command, args.out_format) as run:
+        progress(f"starting Spark ({args.master or 'local[*]'})")
+        # a JVM started here has its own lines filtered (one already running keeps its stderr)
+        with quiet_jvm() if SparkSession.getActiveSession() is None else contextlib.nullcontext():
+            spark = spark_session(args.master, args.driver_memory, args.partitions)
+        context = Context(spark, progress, run, args.instance, args.format, args.local_rows, args.trace)
+        with Heartbeat(spark, progress), released():  # the run's caches go with it
+            yield context
+
+
+def load_world(context: Context, vocabulary: Vocabulary, args: argparse.Namespace, report: bool = True) -> Deployment:
+    """The deployment's tables, checked; ``report`` adds its bad rows to the run's rejects."""
+    entities = context.table(args.entities, "entities")
+    grants = context.table(args.grants, "grants")
+    assert entities is not None and grants is not None
+    deployment = load_deployment(context.spark, vocabulary, entities, grants, context.table(args.members, "members"))
+    if report:
+        context.rejects.append(deployment.rejects)
+    return deployment
+
+
+def world_counts(context: Context, deployment: Deployment, rejects: DataFrame) -> tuple[dict[str, int], dict[str, int]]:
+    """Rows used and rows rejected of each world table, in two jobs."""
+    from pyspark.sql import functions as F
+
+    tables = [t for t in ("entities", "grants", "members") if t in context.inputs]
+    parts = [deployment.used[t].select(F.lit(t).alias("table")) for t in tables]
+    combined = parts[0]
+    for part in parts[1:]:
+        combined = combined.union(part)
+    used = {r["table"]: int(r["count"]) for r in combined.groupBy("table").count().collect()}
+    rejected = {r["table"]: int(r["count"]) for r in rejects.groupBy("table").count().collect()}
+    return {t: used.get(t, 0) for t in tables}, {t: rejected.get(t, 0) for t in tables}
