@@ -18,8 +18,10 @@ def _spark_cache_emptied_after_the_module() -> Iterator[None]:
     pile up module after module until a broadcast finds no memory. Emptied after each module."""
     yield
     if "pyspark.sql" in sys.modules:
+        from privilog.engine.spark.session import collect_garbage
         from pyspark.sql import SparkSession
 
         active = SparkSession.getActiveSession()
         if active is not None:
             active.catalog.clearCache()
+            collect_garbage()

@@ -16,7 +16,10 @@ cached under ``--data``, keyed by size and seed) and then, each in a fresh proce
    for cdap.policy, in a session made the same way: local[*], 4 shuffle partitions,
    the same driver memory: ``--driver-memory``, or the pipeline's default);
 3. ``benchmarks.pipeline.handwritten compare``: the requests the two decide
-   differently (on the decision, the unmet requirement ids, or the whole unmet list).
+   differently (on the decision, the unmet requirement ids, or the whole unmet list);
+4. ``privilog pipeline unused`` (least privilege over the same inputs; ``--no-unused``
+   leaves it out): its wall next to decide's, and the grants it found unused and
+   recommends removing, with the share of all grants each is.
 
 Each run is timed from launch to exit. Its resident memory is the sum over its
 process tree (the Python driver and the JVM it starts), read from /proc every half
@@ -454,11 +457,42 @@ def measure(size: Size, args: argparse.Namespace) -> dict[str, Any]:
             # more partitions than the runs: the comparison shuffles both whole tables
             partitions = max(args.partitions, size.requests // 250_000)
             entry["agreement"] = agreement(runs, args.driver_memory, partitions, args.timeout)
+    if not args.no_unused:
+        entry["unused"] = least_privilege(size, inputs, spark, runs, args.timeout)
+        if entry["unused"]["returncode"] == 0 and pipeline.returncode == 0:
+            entry["unused"]["ratio_to_decide"] = round(entry["unused"]["wall_s"] / entry["pipeline"]["wall_s"], 2)
     entry["loadavg_end"] = loadavg()
     if not args.keep:
         shutil.rmtree(runs / "pipeline", ignore_errors=True)
         shutil.rmtree(runs / "handwritten", ignore_errors=True)
+        shutil.rmtree(runs / "unused", ignore_errors=True)
     return entry
+
+
+SUMMARY = re.compile(
+    r"^grants: ([\d,]+): ([\d,]+) used, ([\d,]+) unused, ([\d,]+) sole; ([\d,]+) can be removed together \((.*)\)$"
+)
+
+
+def least_privilege(
+    size: Size, inputs: list[str], spark: list[str], runs: Path, timeout: float | None
+) -> dict[str, Any]:
+    """``privilog pipeline unused`` over the same inputs, timed; its summary line read back."""
+    progress(f"{size.key}: privilog pipeline unused")
+    shutil.rmtree(runs / "unused", ignore_errors=True)
+    run = timed(
+        [sys.executable, "-m", "privilog", "pipeline", "unused", *inputs, f"--out={runs / 'unused'}", *spark],
+        runs / "unused.log",
+        "unused",
+        timeout,
+    )
+    figures = summarise(run, size.requests)
+    found = next((m for line in run.stdout.splitlines() if (m := SUMMARY.match(line))), None)
+    if found is not None:
+        grants, used, unused, sole, removals = (int(g.replace(",", "")) for g in found.groups()[:5])
+        figures.update(grants=grants, used=used, unused=unused, sole=sole, removals=removals, method=found[6])
+    progress(f"{size.key}: unused {run.wall:.1f}s, exit {run.returncode}; {found[0] if found else 'no summary'}")
+    return figures
 
 
 def _default_driver_memory() -> str:
@@ -525,6 +559,10 @@ def _mib(value: float) -> str:
     return f"{value / 1024:.1f} GiB" if value >= 1024 else f"{value:.0f} MiB"
 
 
+def _share(n: int, total: int) -> str:
+    return f"{n:,} ({100 * n / total:.0f}%)" if total else "–"
+
+
 def _disagreements(agreement: dict[str, Any]) -> str:
     if "differing" not in agreement:
         return str(agreement.get("error", "–"))
@@ -564,8 +602,32 @@ def table(entries: Sequence[dict[str, Any]]) -> str:
             cells += ["–"] * 6
         cells.append(f"{e['loadavg_start'][0]:.1f}" if e.get("loadavg_start") else "–")
         out.append("| " + " | ".join(cells) + " |")
+    lp = [e for e in entries if "unused" in e]
+    if lp:
+        out += [
+            "",
+            "| requests | decide wall | unused wall | unused / decide | peak RSS (JVM) | grants | unused | "
+            "recommended for removal | sole | method |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        for e in lp:
+            u, grants = e["unused"], e["unused"].get("grants") or 0
+            out.append(
+                "| " + " | ".join([
+                    f"{e['size']['requests']:,}",
+                    f"{e['pipeline']['wall_s']:.1f} s",
+                    f"{u['wall_s']:.1f} s" + ("" if u["returncode"] == 0 else f" (exit {u['returncode']})"),
+                    f"{u['ratio_to_decide']:.2f}×" if "ratio_to_decide" in u else "–",
+                    f"{_mib(u['peak_tree_rss_mib'])} ({_mib(u['peak_jvm_rss_mib'])})",
+                    f"{grants:,}",
+                    _share(u.get("unused", 0), grants),
+                    _share(u.get("removals", 0), grants),
+                    _share(u.get("sole", 0), grants),
+                    str(u.get("method", "–")),
+                ]) + " |"
+            )  # fmt: skip
     for e in entries:
-        for side in ("pipeline", "handwritten"):
+        for side in ("pipeline", "handwritten", "unused"):
             if side not in e:
                 continue
             spent = sorted(e[side]["phases_s"].items(), key=lambda kv: -kv[1])
@@ -599,6 +661,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--handwritten-adaptive", action="store_true", help="run the hand-written query with adaptive execution on"
     )
+    parser.add_argument("--no-unused", action="store_true", help="leave out privilog pipeline unused")
     parser.add_argument("--keep", action="store_true", help="keep both decision tables (under --data/runs)")
     parser.add_argument("--report", action="store_true", help="print the table of every entry in --out; run nothing")
     args = parser.parse_args(argv)
@@ -619,7 +682,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         entries.append(entry)
         progress(f"{size.key}: recorded in {args.out}")
     print(table(entries))
-    failed = any(e["pipeline"]["returncode"] or not e.get("agreement", {}).get("agree", True) for e in entries)
+    failed = any(
+        e["pipeline"]["returncode"]
+        or e.get("unused", {}).get("returncode")
+        or not e.get("agreement", {}).get("agree", True)
+        for e in entries
+    )
     return 1 if failed else 0
 
 

@@ -54,6 +54,19 @@ def released() -> Iterator[None]:
         _PERSISTED.reset(token)
         for df in kept:
             df.unpersist()
+        collect_garbage()
+
+
+def collect_garbage() -> None:
+    """Let Spark free what a finished run left: its broadcasts and shuffles are cleaned once the
+    JVM's collector finds nothing refers to them, which it may not do for half an hour (Spark's
+    periodic GC) while the driver's heap fills. Python's references to JVM objects go first."""
+    import gc
+
+    gc.collect()
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
 
 
 def local_driver_memory() -> str:
@@ -104,6 +117,14 @@ def make_session(
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.maxResultSize": "0",  # broadcasts of large relations are collected on the driver
         "spark.driver.extraJavaOptions": "-Dlog4j2.level=error",
+        # Spark keeps every finished job's, stage's, task's and query's record (with its plan) for its
+        # UI, even with the UI off: a fused plan is thousands of nodes and a run hundreds of stages, so
+        # a session that outlives its runs (a test suite, a notebook) filled its heap with them.
+        "spark.sql.ui.retainedExecutions": "20",
+        "spark.ui.retainedJobs": "100",
+        "spark.ui.retainedStages": "100",
+        "spark.ui.retainedTasks": "10000",
+        "spark.ui.retainedDeadExecutors": "10",
         **SETTINGS,
     }
     if submitted and driver_memory is None:

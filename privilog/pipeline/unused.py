@@ -259,30 +259,49 @@ def _verify(
 
 def _write(context: Context, found: Report) -> None:
     """The run's tables, from the report."""
-    spark = context.spark
     grant = "principal string, action string, entity string"
     start, end = found.window or (None, None)
-    rows = [(g.principal, g.action, str(g.entity), start, end) for g in found.unused]
-    context.write("unused", spark.createDataFrame(rows, f"{grant}, window_start string, window_end string"))
-    request = "struct<principal: string, operation: string, entity: string, args: map<string, string>>"
-    rows = [
-        (
-            s.grant.principal,
-            s.grant.action,
-            str(s.grant.entity),
-            s.requests,
-            [(r.principal, r.operation, str(r.entity), dict(r.args)) for r in s.examples],
-        )
-        for s in found.sole
-    ]
-    context.write("sole", spark.createDataFrame(rows, f"{grant}, requests long, examples array<{request}>"))
     unused = set(found.unused)
-    rows = [(g.principal, g.action, str(g.entity), g not in unused) for g in found.removals]
-    context.write("removals", spark.createDataFrame(rows, f"{grant}, used boolean"))
-    kind = lambda p: p.principal.partition(":")[0]  # noqa: E731
-    rows = [  # active: a user made a request in the window (null for groups and roles, who make none)
-        (p.principal, kind(p), p.held, p.used, p.unused, p.requests, p.requests > 0 if kind(p) == "user" else None)
-        for p in found.principals
-    ]
-    schema = "principal string, kind string, held long, used long, unused long, requests long, active boolean"
-    context.write("principals", spark.createDataFrame(rows, schema).coalesce(1))
+    request = "struct<principal: string, operation: string, entity: string, args: map<string, string>>"
+    tables: dict[str, tuple[str, list[tuple[object, ...]]]] = {
+        "unused": (
+            f"{grant}, window_start string, window_end string",
+            [(g.principal, g.action, str(g.entity), start, end) for g in found.unused],
+        ),
+        "sole": (
+            f"{grant}, requests long, examples array<{request}>",
+            [
+                (
+                    *(s.grant.principal, s.grant.action, str(s.grant.entity), s.requests),
+                    [(r.principal, r.operation, str(r.entity), dict(r.args)) for r in s.examples],
+                )
+                for s in found.sole
+            ],
+        ),
+        "removals": (
+            f"{grant}, used boolean",
+            [(g.principal, g.action, str(g.entity), g not in unused) for g in found.removals],
+        ),
+        # active: a user made a request in the window (null for groups and roles, who make none)
+        "principals": (
+            "principal string, kind string, held long, used long, unused long, requests long, active boolean",
+            [
+                (
+                    p.principal,
+                    _kind(p.principal),
+                    p.held,
+                    p.used,
+                    p.unused,
+                    p.requests,
+                    p.requests > 0 if _kind(p.principal) == "user" else None,
+                )
+                for p in found.principals
+            ],
+        ),
+    }
+    for name, (schema, rows) in tables.items():
+        context.write(name, context.spark.createDataFrame(rows, schema).coalesce(1))
+
+
+def _kind(principal: str) -> str:
+    return principal.partition(":")[0]

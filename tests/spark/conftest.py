@@ -42,7 +42,12 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 PARTITIONS = 2
-DRIVER_MEMORY = "4g"  # with 2g, a tiny deployment with every relation in Spark ran out of memory
+# With 2g, a tiny deployment with every relation in Spark ran out of memory. With 4g, the pipeline's
+# commands run in this process one after another (tests/spark/test_pipeline.py, test_unused.py)
+# ran out while building a broadcast: Catalyst's trees of the fused plans (thousands of nodes, each
+# analysed many times) took about 1 GB live between runs and more during one. A run of its own
+# gets half the machine's memory (engine.spark.session.local_driver_memory).
+DRIVER_MEMORY = "6g"
 
 
 @pytest.fixture(scope="session")
