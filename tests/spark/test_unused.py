@@ -314,3 +314,8 @@ def test_pipeline_unused_on_the_sample_prints_what_privilog_unused_does(spark: S
     code, page, err = _main(["pipeline", "report", str(out)])
     assert code == 0, err
     assert "least privilege: 11 grants: 6 used, 5 unused, 6 sole; 5 can be removed together (exact)" in page
+    code, _, err = _main(["pipeline", "report", str(out), "--html", "--out", str(tmp_path / "page.html")])
+    assert code == 0, err
+    html = (tmp_path / "page.html").read_text(encoding="utf-8")
+    assert "Least privilege: grants held, used and unused, by principal" in html
+    assert "user:alice READ namespace:sales" in html and "Verified: the log decided again without them, 0" in html
