@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from privilog import dsl
 from privilog.engine.ids import DEFAULT_INSTANCE
-from privilog.pipeline.context import load_world, running, world_counts
+from privilog.pipeline.context import load_inputs, load_world, running, world_counts
 from privilog.pipeline.evaluate import decide_all, visibility
 from privilog.pipeline.inputs import Vocabulary, check_requests, number_requests
 from privilog.pipeline.show import render_summary
@@ -42,11 +42,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
     with running(args, "decide") as context:
         vocabulary = Vocabulary(policy, context.instance)
         engine = context.engine(policy)
-        deployment = load_world(context, vocabulary, args)
-        raw = context.table(args.requests, "requests")
-        assert raw is not None
-        requests = check_requests(context.spark, vocabulary, number_requests(raw))
-        context.rejects.append(requests.rejects)
+        deployment, requests = load_inputs(context, vocabulary, args)
         decided = decide_all(context.spark, engine, deployment, requests, context.progress)
         table = decided.table.drop("rid").transform(persist)
         written = context.write("decisions", table)

@@ -37,7 +37,9 @@ NOISE = re.compile(
     r"|\d\d/\d\d/\d\d \d\d:\d\d:\d\d (?:TRACE|DEBUG|INFO|WARN|ERROR|FATAL) "
 )
 # What follows a log record: its exception and stack trace.
-FOLLOWS = re.compile(r"\s+at |\s*\.\.\. \d+ more|Caused by: |Suppressed: |[\w$.]+(?:Exception|Error)\b")
+FOLLOWS = re.compile(
+    r"\s+at |\s*\.\.\. \d+ more|Caused by: |Suppressed: |[\w$.]+(?:Exception|Error)\b|Driver stacktrace:|\s*$"
+)
 
 
 def drop_noise(lines: Iterator[bytes], out: BinaryIO) -> None:
@@ -47,7 +49,8 @@ def drop_noise(lines: Iterator[bytes], out: BinaryIO) -> None:
     >>> out = io.BytesIO()
     >>> drop_noise(iter([b"26/11/25 18:29:45 WARN NativeCodeLoader: Unable to load\\n",
     ...                  b"26/11/25 18:29:46 ERROR Executor: failed\\n", b"java.lang.OutOfMemoryError: heap\\n",
-    ...                  b"\\tat org.apache.spark.Foo(Foo.java:1)\\n", b"a line of ours\\n"]), out)
+    ...                  b"\\tat org.apache.spark.Foo(Foo.java:1)\\n", b"\\n", b"Driver stacktrace:\\n",
+    ...                  b"\\tat org.apache.spark.Bar(Bar.java:2)\\n", b"a line of ours\\n"]), out)
     >>> out.getvalue()
     b'a line of ours\\n'
     """

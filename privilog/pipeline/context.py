@@ -18,7 +18,14 @@ from privilog import dsl
 from privilog.dsl.ir import Policy
 from privilog.engine.program import compile_policy
 from privilog.pipeline.console import Heartbeat, quiet_jvm
-from privilog.pipeline.inputs import Deployment, Vocabulary, load_deployment
+from privilog.pipeline.inputs import (
+    Deployment,
+    Requests,
+    Vocabulary,
+    check_requests,
+    load_deployment,
+    number_requests,
+)
 from privilog.pipeline.runs import Output, Staging, balance, policy_record
 from privilog.pipeline.tables import (
     REJECT_SCHEMA,
@@ -182,6 +189,16 @@ def load_world(context: Context, vocabulary: Vocabulary, args: argparse.Namespac
     if report:
         context.rejects.append(deployment.rejects)
     return deployment
+
+
+def load_inputs(context: Context, vocabulary: Vocabulary, args: argparse.Namespace) -> tuple[Deployment, Requests]:
+    """The deployment and the access log of ``args``, checked; their bad rows added to the run's rejects."""
+    deployment = load_world(context, vocabulary, args)
+    raw = context.table(args.requests, "requests")
+    assert raw is not None
+    requests = check_requests(context.spark, vocabulary, number_requests(raw))
+    context.rejects.append(requests.rejects)
+    return deployment, requests
 
 
 def world_counts(context: Context, deployment: Deployment, rejects: DataFrame) -> tuple[dict[str, int], dict[str, int]]:

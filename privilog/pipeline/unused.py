@@ -30,9 +30,9 @@ from privilog.engine.decision import Request
 from privilog.engine.ids import EntityId
 from privilog.engine.leastprivilege import EXAMPLES, Evidence, Held, Report, report
 from privilog.engine.world import Grant
-from privilog.pipeline.context import Context, load_world, running, world_counts
+from privilog.pipeline.context import Context, load_inputs, running, world_counts
 from privilog.pipeline.evaluate import decide_all
-from privilog.pipeline.inputs import Deployment, Requests, Vocabulary, check_requests, encoded, number_requests
+from privilog.pipeline.inputs import Deployment, Requests, Vocabulary, encoded
 from privilog.pipeline.tables import PipelineError
 from privilog.usage import EXIT_DENY, EXIT_OK
 
@@ -91,11 +91,7 @@ def cmd_unused(args: argparse.Namespace) -> int:
     with running(args, "unused") as context:
         vocabulary = Vocabulary(policy, context.instance)
         engine = context.engine(policy)
-        deployment = load_world(context, vocabulary, args)
-        raw = context.table(args.requests, "requests")
-        assert raw is not None
-        requests = check_requests(context.spark, vocabulary, number_requests(raw))
-        context.rejects.append(requests.rejects)
+        deployment, requests = load_inputs(context, vocabulary, args)
         decided = decide_all(
             context.spark, engine, deployment, requests, context.progress, witnesses=False, justify=True
         )
