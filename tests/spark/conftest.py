@@ -50,15 +50,24 @@ PARTITIONS = 2
 DRIVER_MEMORY = "6g"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    """The one SparkSession of the test run."""
+    """A SparkSession for one test module, stopped after it (the JVM stays up; its next context is new).
+
+    One session for the whole run filled the JVM's heap: a full suite ran out of memory in the last
+    module of pipeline runs however much was unpersisted and collected, though each module passed
+    alone. A context of each module's own frees what the modules before it left."""
     pytest.importorskip("pyspark")
-    from privilog.engine.spark.session import make_session
+    from privilog.engine.spark.session import collect_garbage, make_session
 
     session = make_session(partitions=PARTITIONS, driver_memory=DRIVER_MEMORY, app_name="privilog-tests")
     yield session
     session.stop()
+    collect_garbage()  # Python's references to the stopped context's objects, then the JVM's
+    from pyspark import SparkContext
+
+    if SparkContext._jvm is not None:
+        SparkContext._jvm.System.gc()
 
 
 # ---- generated deployments ------------------------------------------------------------
