@@ -1,27 +1,81 @@
-"""Fixtures every test folder may use: a real PostgreSQL server (``tests/pg.py``), and one Spark session's
-cache emptied after each module that used it."""
+"""Fixtures every test folder may use: a real PostgreSQL server (``tests/pg.py``), and a Spark session in a
+JVM of each module's own."""
 
+import subprocess
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.pg import fresh_postgres_url, postgres_server, postgres_url
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 __all__ = ["fresh_postgres_url", "postgres_server", "postgres_url"]
+
+PARTITIONS = 2
+# With 2g, a tiny deployment with every relation in Spark ran out of memory. With 4g, the pipeline's
+# commands run in this process one after another (tests/spark/test_pipeline.py, test_unused.py)
+# ran out while building a broadcast: Catalyst's trees of the fused plans (thousands of nodes, each
+# analysed many times) took about 1 GB live between runs and more during one. A run of its own
+# gets half the machine's memory (engine.spark.session.local_driver_memory).
+DRIVER_MEMORY = "6g"
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator["SparkSession"]:
+    """A SparkSession for one test module, in a JVM started for it and ended after it.
+
+    A SparkSession takes seconds to start (ENGINES.md), so the tests of a module share one, made with few
+    shuffle partitions and the driver memory set before its JVM starts. Sharing one JVM across modules
+    filled its heap: a full suite ran out of memory in the last module of pipeline runs, though each
+    module passed alone, and whichever folder made the JVM first set its memory for every later one
+    (tests/pipeline_report made it with 4g, so tests/spark never had the 6g it asked for)."""
+    pytest.importorskip("pyspark")
+    from privilog.engine.spark.session import make_session
+
+    yield make_session(partitions=PARTITIONS, driver_memory=DRIVER_MEMORY, app_name="privilog-tests")
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _spark_cache_emptied_after_the_module() -> Iterator[None]:
-    """The test run shares one Spark session (one JVM of 4 GB). Pipeline commands run in this process
-    persist their tables in it, as a run does; a run in its own process ends with them, here they would
-    pile up module after module until a broadcast finds no memory. Emptied after each module."""
+def _spark_ended_after_the_module() -> Iterator[None]:
+    """Whatever Spark a module started (through the ``spark`` fixture, or a pipeline command run in this
+    process) is stopped after it, JVM and all, so that the next module starts from an empty heap."""
     yield
-    if "pyspark.sql" in sys.modules:
-        from privilog.engine.spark.session import collect_garbage
-        from pyspark.sql import SparkSession
+    if "pyspark" not in sys.modules:
+        return
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
 
-        active = SparkSession.getActiveSession()
-        if active is not None:
-            active.catalog.clearCache()
-            collect_garbage()
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    if SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()
+    _end_the_jvm()
+
+
+def _end_the_jvm() -> None:
+    """End the JVM PySpark launched, so that the next session launches a new one.
+
+    PySpark's gateway JVM exits when its stdin closes (pyspark/java_gateway.py); PySpark keeps the
+    gateway on ``SparkContext`` and launches a new JVM only when that is None."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    gateway.shutdown()
+    process = getattr(gateway, "proc", None)
+    if process is not None:
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    SparkContext._gateway = None
+    SparkContext._jvm = None

@@ -15,7 +15,6 @@ import collections
 import contextlib
 import csv
 import io
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,14 +39,6 @@ HOSTILE = {
     "entity": "dataset:ns00000.<script>alert(2)</script>",
     "operation": "<svg onload=alert(3)>",
 }
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    """The test run's Spark session, made as tests/spark makes it (whichever folder runs first)."""
-    from privilog.engine.spark.session import make_session
-
-    yield make_session(partitions=2, driver_memory="4g", app_name="privilog-tests")
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,4 @@
-"""What the Spark tests share: one SparkSession for the run, and generated deployments.
-
-A SparkSession takes tens of seconds to start on these machines (ENGINES.md), so
-one serves every test, made with few shuffle partitions and the driver memory set
-before the JVM starts.
+"""What the Spark tests share: generated deployments (the ``spark`` fixture is in tests/conftest.py).
 
 Deployments are drawn by Hypothesis (derandomized, so every run draws the same
 ones). Each pipeline run costs tens of seconds however small its input, so the
@@ -24,9 +20,9 @@ import contextlib
 import itertools
 import json
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -37,38 +33,6 @@ from privilog.engine.ids import EntityId
 with warnings.catch_warnings(), contextlib.suppress(ImportError):
     warnings.simplefilter("ignore", DeprecationWarning)
     import libcst  # noqa: F401
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-PARTITIONS = 2
-# With 2g, a tiny deployment with every relation in Spark ran out of memory. With 4g, the pipeline's
-# commands run in this process one after another (tests/spark/test_pipeline.py, test_unused.py)
-# ran out while building a broadcast: Catalyst's trees of the fused plans (thousands of nodes, each
-# analysed many times) took about 1 GB live between runs and more during one. A run of its own
-# gets half the machine's memory (engine.spark.session.local_driver_memory).
-DRIVER_MEMORY = "6g"
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    """A SparkSession for one test module, stopped after it (the JVM stays up; its next context is new).
-
-    One session for the whole run filled the JVM's heap: a full suite ran out of memory in the last
-    module of pipeline runs however much was unpersisted and collected, though each module passed
-    alone. A context of each module's own frees what the modules before it left."""
-    pytest.importorskip("pyspark")
-    from privilog.engine.spark.session import collect_garbage, make_session
-
-    session = make_session(partitions=PARTITIONS, driver_memory=DRIVER_MEMORY, app_name="privilog-tests")
-    yield session
-    session.stop()
-    collect_garbage()  # Python's references to the stopped context's objects, then the JVM's
-    from pyspark import SparkContext
-
-    if SparkContext._jvm is not None:
-        SparkContext._jvm.System.gc()
-
 
 # ---- generated deployments ------------------------------------------------------------
 

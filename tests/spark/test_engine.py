@@ -198,3 +198,16 @@ def test_a_dictionary_refuses_two_strings_with_one_code(monkeypatch: pytest.Monk
     with pytest.raises(encoding.EncodingError, match=r"`user:a` and `user:b` share the code 7"):
         dictionary.encode("user:b")
     assert dictionary.decode(7) == "user:a"
+
+
+def test_each_module_has_a_jvm_of_its_own_with_the_memory_the_tests_ask_for(spark: SparkSession) -> None:
+    """The ``spark`` fixture (tests/conftest.py) starts a JVM per module with 6g: a JVM another folder
+    started first, with less, once served every later module and ran out of memory in CI."""
+    from tests.conftest import DRIVER_MEMORY, PARTITIONS
+
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    assert spark.sparkContext.getConf().get("spark.driver.memory") == DRIVER_MEMORY
+    gigabytes = int(DRIVER_MEMORY.rstrip("g"))
+    assert jvm.java.lang.Runtime.getRuntime().maxMemory() > (gigabytes - 1) * 2**30
+    assert spark.conf.get("spark.sql.shuffle.partitions") == str(PARTITIONS)
