@@ -119,11 +119,17 @@ class Report:
 class Evidence:
     """What a log says about the grants, gathered in one pass (in memory, or from Spark's aggregates).
 
-    ``needs`` are the distinct needs of the allowed requests; ``sole`` the requests each sole grant
-    is the only way for (their count, and the first few); ``made`` the requests of each principal.
+    ``needs`` are the distinct needs of the allowed requests; ``used`` every grant of one of them;
+    ``sole`` the requests each sole grant is the only way for (their count, and the first few);
+    ``made`` the requests of each principal.
+
+    ``needs`` may leave out a need that holds a sole grant (the pipeline does, to gather less): the
+    keep set is the same, because :func:`keep_set` keeps every sole grant and then drops every need
+    it meets, and a need that holds one left out holds that grant too. ``used`` must still have its grants.
     """
 
     needs: set[frozenset[Grant]] = field(default_factory=set)
+    used: set[Grant] = field(default_factory=set)
     sole: dict[Grant, tuple[int, tuple[Request, ...]]] = field(default_factory=dict)
     made: Counter[str] = field(default_factory=Counter)
     requests: int = 0
@@ -138,6 +144,7 @@ class Evidence:
         sole_here: set[Grant] = set()
         for need in justified.needs:
             self.needs.add(need.grants)
+            self.used |= need.grants
             if len(need.grants) == 1:
                 sole_here |= need.grants
         for grant in sole_here:
@@ -156,7 +163,7 @@ def analyse(world: Holdings, decided: Iterable[Justified], exact_limit: int = EX
 def report(world: Holdings, evidence: Evidence, exact_limit: int = EXACT_LIMIT) -> Report:
     """The report for ``world``'s grants from what a log says about them."""
     grants = sorted(world.grants, key=_key)
-    used = {g for need in evidence.needs for g in need}
+    used = evidence.used
     keep, method, bound = keep_set(evidence.needs, exact_limit)
     made = evidence.made
     return Report(

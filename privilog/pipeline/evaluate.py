@@ -270,33 +270,35 @@ def _allowed_by(
     return named.groupBy("rid").agg(F.sort_array(F.collect_list(grant)).alias("allowed_by"))
 
 
-def needs_of(spark: SparkSession, program: Program, evaluation: Evaluation) -> DataFrame:
-    """The needs of each allowed request, as engine.justify reads them: rid, i (the requirement),
-    c (the covered entity, for a requirement on every entity inside; else null) and grants (a
-    sorted array of (p, a, e): the grant's holder, action and entity, encoded), keep one of them.
+def needs_of(spark: SparkSession, program: Program, evaluation: Evaluation, only: DataFrame) -> DataFrame:
+    """The needs of the allowed requests among ``only`` (rid), as engine.justify reads them, a row per
+    grant of a need: rid, i (the requirement), c (the covered entity, for a requirement on every
+    entity inside; else null) and the grant's holder, action and entity (p, a, e; encoded). A need
+    is the rows of one (rid, i, c): keep one of them.
 
     A requirement on one target each is one need: the grants behind its ``met`` rows. One on
     every entity inside is a need per covered entity: its ``met`` grants and that entity's
-    ``held`` ones (covering nothing, it needs nothing)."""
+    ``held`` ones (covering nothing, it needs nothing).
+
+    Rows, not an array per need: a need for "any on self or descendant" of a namespace holds every
+    grant its principal and their groups hold inside, and at 10^6 requests arrays of them did not
+    fit in an aggregation's memory. ``only`` is one copy of each distinct request (copies need the
+    same grants)."""
     from pyspark.sql import functions as F
 
-    allowed = evaluation.relation("allowed").select(F.col("c0").alias("rid")).distinct()
+    allowed = (
+        evaluation.relation("allowed").select(F.col("c0").alias("rid")).join(only, on="rid", how="left_semi").distinct()
+    )
     applies = evaluation.relation("applies").select(F.col("c0").alias("rid"), F.col("c1").alias("i")).distinct()
     every = F.broadcast(_requirements(spark, program).where(F.col("every")).select("i"))
-    grant = F.struct(F.col("p"), F.col("a"), F.col("e")).alias("grant")
     met = (
         evaluation.relation("met")
         .select(*(F.col(c).alias(n) for c, n in (("c0", "rid"), ("c1", "i"), ("c4", "p"), ("c2", "a"), ("c3", "e"))))
         .join(allowed, on="rid", how="left_semi")
         .join(applies, on=["rid", "i"], how="left_semi")
-        .select("rid", "i", grant)
     )
-    single = (
-        met.join(every, on="i", how="left_anti")
-        .groupBy("rid", "i")
-        .agg(F.array_sort(F.collect_set("grant")).alias("grants"))
-        .select("rid", "i", F.lit(None).cast("long").alias("c"), "grants")
-    )
+    nothing = F.lit(None).cast("long").alias("c")
+    single = met.join(every, on="i", how="left_anti").select("rid", "i", nothing, "p", "a", "e")
     covered = (
         evaluation.relation("covered")
         .select(F.col("c0").alias("rid"), F.col("c1").alias("i"), F.col("c2").alias("c"))
@@ -307,16 +309,14 @@ def needs_of(spark: SparkSession, program: Program, evaluation: Evaluation) -> D
     )
     held = evaluation.relation("held").select(
         F.col("c0").alias("rid"), F.col("c1").alias("i"), F.col("c2").alias("c"),
-        F.struct(F.col("c4").alias("p"), F.col("c3").alias("a"), F.col("c2").alias("e")).alias("grant"),
+        F.col("c4").alias("p"), F.col("c3").alias("a"), F.col("c2").alias("e"),
     )  # fmt: skip
     inside = (
         covered.join(met, on=["rid", "i"])
-        .select("rid", "i", "c", "grant")
-        .unionByName(covered.join(held, on=["rid", "i", "c"]).select("rid", "i", "c", "grant"))
-        .groupBy("rid", "i", "c")
-        .agg(F.array_sort(F.collect_set("grant")).alias("grants"))
+        .select("rid", "i", "c", "p", "a", "e")
+        .unionByName(covered.join(held, on=["rid", "i", "c"]).select("rid", "i", "c", "p", "a", "e"))
     )
-    return single.unionByName(inside)
+    return single.unionByName(inside).distinct()
 
 
 @dataclass
@@ -326,7 +326,7 @@ class Decided:
     table: DataFrame  # rid, principal, operation, entity, args, timestamp, decision, unmet
     rounds: int = 0
     cached: list[DataFrame] = field(default_factory=list)
-    needs: DataFrame | None = None  # with justify: rid, i, c, grants (needs_of), persisted
+    needs: DataFrame | None = None  # with needs_for: rid, i, c, p, a, e (needs_of), persisted
 
 
 def hierarchy(deployment: Deployment, requests: DataFrame) -> dict[str, DataFrame]:
@@ -371,7 +371,7 @@ def decide_fused(
     table: DataFrame,
     progress: Progress,
     witnesses: bool = True,
-    justify: bool = False,
+    needs_for: DataFrame | None = None,
 ) -> Decided | None:
     """Decide every good request in one pass with the fused plans (engine.spark.fused); None
     when the policy is outside what they fuse (then the caller decides in rounds)."""
@@ -389,7 +389,7 @@ def decide_fused(
         return None
     fused = FusedDecisions(engine)
     operations = sorted(r["operation"] for r in requests.good.select("operation").distinct().collect())
-    outputs = JUSTIFY_OUTPUTS if justify else OUTPUTS
+    outputs = JUSTIFY_OUTPUTS if needs_for is not None else OUTPUTS
     try:
         reads = fused.world_relations(operations, outputs)
     except NotCompiled:
@@ -435,9 +435,9 @@ def decide_fused(
     part.count()
     progress("decided")
     needs = None
-    if justify:
+    if needs_for is not None:
         progress("gathering the grants that can justify each allowed request")
-        needs = needs_of(spark, engine.program, Evaluation(relations)).transform(persist)
+        needs = needs_of(spark, engine.program, Evaluation(relations), needs_for).transform(persist)
     out = requests.good.join(part, on="rid", how="inner")
     return Decided(out, 1, [table, part], needs)
 
@@ -450,19 +450,19 @@ def decide_all(
     progress: Progress,
     fused: bool = True,
     witnesses: bool = True,
-    justify: bool = False,
+    needs_for: DataFrame | None = None,
 ) -> Decided:
     """Decide every good request: in one pass with fused plans when the policy allows, else round by round.
 
     With ``witnesses``, allowed requests name the grants that allow them (:func:`decisions`); with
-    ``justify``, the result's ``needs`` has every grant that can (:func:`needs_of`)."""
+    ``needs_for`` (rid), the result's ``needs`` has every grant that can, for those (:func:`needs_of`)."""
     from privilog.engine.spark.session import persist
 
     progress("checking the encoding: every value of the run hashed, looking for two that share a code")
     table = dictionary(spark, engine, deployment, requests)
     progress("checked the encoding: no two values share a code")
     if fused:
-        found = decide_fused(spark, engine, deployment, requests, table, progress, witnesses, justify)
+        found = decide_fused(spark, engine, deployment, requests, table, progress, witnesses, needs_for)
         if found is not None:
             return found
     parts, needs = [], []
@@ -470,13 +470,13 @@ def decide_all(
     for round_ in plan_rounds(deployment, requests.good, progress):
         rounds += 1
         base, added = base_relations(deployment, round_, requests.args)
-        outputs = JUSTIFY_OUTPUTS if justify else DECIDE_OUTPUTS
+        outputs = JUSTIFY_OUTPUTS if needs_for is not None else DECIDE_OUTPUTS
         evaluation = engine.evaluate(base, outputs=outputs, added=added, partition=BY_REQUEST)
         part = decisions(spark, engine.program, evaluation, round_.requests, table, witnesses)
         parts.append(part.transform(persist))
         parts[-1].count()  # decide this round before the next replaces the facts
-        if justify:
-            needs.append(needs_of(spark, engine.program, evaluation).transform(persist))
+        if needs_for is not None:
+            needs.append(needs_of(spark, engine.program, evaluation, needs_for).transform(persist))
             needs[-1].count()
         evaluation.release()
         progress(f"round {rounds}: decided")
@@ -555,11 +555,7 @@ def visibility(spark: SparkSession, engine: SparkEngine, deployment: Deployment,
         everyone = deployment.principals.select(F.xxhash64("principal").alias("p"))
         open_entities = is_a.join(F.broadcast(types.where(F.col("type").isin(*free))), on="t")
         candidates = candidates.unionByName(everyone.crossJoin(open_entities))
-    asked = (
-        candidates.select("p", "o", "e")
-        .withColumn("rid", F.monotonically_increasing_id())
-        .transform(persist)
-    )
+    asked = candidates.select("p", "o", "e").withColumn("rid", F.monotonically_increasing_id()).transform(persist)
     progress(f"visibility: {asked.count():,} listing requests to decide")
     base["request"] = asked.select(
         F.col("rid").alias("c0"), F.col("p").alias("c1"), F.col("o").alias("c2"), F.col("e").alias("c3")

@@ -33,7 +33,7 @@ from privilog.engine.world import Grant
 from privilog.pipeline.context import Context, load_inputs, running, world_counts
 from privilog.pipeline.evaluate import decide_all
 from privilog.pipeline.inputs import Deployment, Requests, Vocabulary, encoded
-from privilog.pipeline.tables import PipelineError
+from privilog.pipeline.tables import PipelineError, Progress
 from privilog.usage import EXIT_DENY, EXIT_OK
 
 if TYPE_CHECKING:
@@ -92,14 +92,21 @@ def cmd_unused(args: argparse.Namespace) -> int:
         vocabulary = Vocabulary(policy, context.instance)
         engine = context.engine(policy)
         deployment, requests = load_inputs(context, vocabulary, args)
+        distinct = _distinct(requests).transform(persist)
         decided = decide_all(
-            context.spark, engine, deployment, requests, context.progress, witnesses=False, justify=True
+            context.spark,
+            engine,
+            deployment,
+            requests,
+            context.progress,
+            witnesses=False,
+            needs_for=distinct.select("rid"),
         )
         table = decided.table.transform(persist)
         assert decided.needs is not None
-        context.progress("gathering what the log says of the grants: distinct needs, sole grants, requests made")
+        context.progress("gathering what the log says of the grants: used grants, sole grants, requests made")
         holdings, grants = _holdings(deployment)
-        evidence, window = _evidence(table, decided.needs, grants, requests)
+        evidence, window = _evidence(table, decided.needs, distinct, grants, requests, context.progress)
         context.progress(f"choosing the grants to keep among {len(evidence.needs):,} distinct needs")
         found = report(holdings, evidence, args.exact_limit)
         found.window = window
@@ -167,12 +174,41 @@ def _holdings(deployment: Deployment) -> tuple[Held, dict[tuple[int, int, int], 
     return Held(frozenset(grants.values()), named), grants
 
 
-def _evidence(
-    table: DataFrame, needs: DataFrame, grants: dict[tuple[int, int, int], Grant], requests: Requests
-) -> tuple[Evidence, tuple[str, str] | None]:
-    """What the log says of the grants, reduced on Spark; the log's first and last timestamp."""
-    from pyspark.sql import Window
+def _distinct(requests: Requests) -> DataFrame:
+    """One row per distinct request of the log (principal, operation, entity and arguments as written):
+    ``rid``, its first copy's; ``copies``; ``first``, the rids of its first copies (at most
+    ``EXAMPLES``). Copies need the same grants, so the needs are gathered for the first copy alone."""
     from pyspark.sql import functions as F
+
+    return (
+        requests.good.groupBy("principal", "operation", "entity", F.coalesce(F.col("args"), F.lit("")).alias("text"))
+        .agg(
+            F.min("rid").alias("rid"),
+            F.count("*").alias("copies"),
+            F.slice(F.array_sort(F.collect_list("rid")), 1, EXAMPLES).alias("first"),
+        )
+        .select("rid", "copies", "first")
+    )
+
+
+def _evidence(
+    table: DataFrame,
+    needs: DataFrame,
+    distinct: DataFrame,
+    grants: dict[tuple[int, int, int], Grant],
+    requests: Requests,
+    progress: Progress,
+) -> tuple[Evidence, tuple[str, str] | None]:
+    """What the log says of the grants, reduced on Spark; the log's first and last timestamp.
+
+    ``needs`` are a row per grant of each need (:func:`~privilog.pipeline.evaluate.needs_of`) of
+    each distinct request's first copy (``distinct``): a sole grant's count adds up the copies, and
+    its examples are the first rids of all of them. Only the needs no sole grant meets are gathered
+    whole to the driver (:class:`Evidence`: they are all the keep set can choose among); the grants
+    used are the distinct grants of every need, counted on Spark."""
+    from pyspark.sql import functions as F
+
+    from privilog.engine.spark.session import persist
 
     def grant(struct: Any) -> Grant:
         try:
@@ -190,14 +226,24 @@ def _evidence(
     evidence.requests, evidence.allowed = int(counts["requests"]), int(counts["allowed"] or 0)
     for row in table.groupBy("principal").count().collect():
         evidence.made[row["principal"]] = int(row["count"])
-    for row in needs.select("grants").distinct().toLocalIterator():
-        evidence.needs.add(frozenset(grant(g) for g in row["grants"]))
-    sole = needs.where(F.size("grants") == 1).select("rid", F.col("grants")[0].alias("g")).distinct()
-    counted = sole.groupBy("g").count()
-    first = (
-        sole.withColumn("n", F.row_number().over(Window.partitionBy("g").orderBy("rid")))
-        .where(F.col("n") <= EXAMPLES)
-        .join(table.select("rid", "principal", "operation", "entity"), on="rid")
+    need = ["rid", "i", "c"]
+    code = ["p", "a", "e"]
+    evidence.used = {grant(row) for row in needs.select(*code).distinct().collect()}
+    sizes = needs.groupBy(*need).agg(F.count("*").alias("n"), *(F.first(c).alias(c) for c in code))
+    sole = (
+        sizes.where(F.col("n") == 1)
+        .select("rid", *code)
+        .distinct()
+        .join(distinct, on="rid")
+        .groupBy(*code)
+        .agg(
+            F.sum("copies").alias("count"),
+            F.slice(F.array_sort(F.flatten(F.collect_list("first"))), 1, EXAMPLES).alias("first"),
+        )
+    ).transform(persist)
+    counted = {grant(row): int(row["count"]) for row in sole.select(*code, "count").collect()}
+    first = sole.select(*code, F.explode("first").alias("rid")).join(
+        table.select("rid", "principal", "operation", "entity"), on="rid"
     )
     arguments = requests.args.groupBy("rid").agg(F.collect_list(F.struct("name", "value")).alias("args"))
     examples: dict[Grant, list[tuple[int, Request]]] = {}
@@ -208,10 +254,22 @@ def _evidence(
             EntityId.parse(row["entity"]),
             tuple(sorted((a["name"], a["value"]) for a in row["args"] or ())),
         )
-        examples.setdefault(grant(row["g"]), []).append((row["rid"], request))
-    for row in counted.collect():
-        mine = grant(row["g"])
-        evidence.sole[mine] = (int(row["count"]), tuple(r for _, r in sorted(examples[mine], key=lambda x: x[0])))
+        examples.setdefault(grant(row), []).append((row["rid"], request))
+    for mine, count in counted.items():
+        evidence.sole[mine] = (count, tuple(r for _, r in sorted(examples[mine], key=lambda x: x[0])))
+        evidence.needs.add(frozenset([mine]))
+    progress(f"{len(evidence.used):,} grants used, {len(counted):,} sole; gathering the needs no sole grant meets")
+    met = needs.join(F.broadcast(sole.select(*code)), on=code, how="left_semi").select(*need).distinct()
+    rest = (
+        needs.join(met, on=need, how="left_anti")
+        .groupBy(*need)
+        .agg(F.array_sort(F.collect_set(F.struct(*code))).alias("grants"))
+        .select("grants")
+        .distinct()
+    )
+    for row in rest.toLocalIterator():
+        evidence.needs.add(frozenset(grant(g) for g in row["grants"]))
+    sole.unpersist()
     window = (counts["first"], counts["last"]) if counts["first"] is not None else None
     return evidence, window
 
