@@ -380,7 +380,7 @@ def decide_fused(
     from privilog.engine.spark.evaluate import Evaluation
     from privilog.engine.spark.fused import HIERARCHY, JUSTIFY_OUTPUTS, OUTPUTS, FusedDecisions, why_not
     from privilog.engine.spark.plan import Relation, Size
-    from privilog.engine.spark.session import persist
+    from privilog.engine.spark.session import persist, settled
     from privilog.engine.unfold import NotCompiled
 
     reason = why_not(engine)
@@ -421,7 +421,7 @@ def decide_fused(
     )
     progress(f"planning the fused decisions of {len(operations)} operations")
     try:
-        found = fused.decide(frame, args, world, tables, operations, small, outputs)
+        found = fused.decide(frame, args, world, tables, operations, small, OUTPUTS)
     except NotCompiled:
         progress("not fused (an operation's plan does not compile): deciding by generic evaluation, in rounds")
         return None
@@ -436,8 +436,24 @@ def decide_fused(
     progress("decided")
     needs = None
     if needs_for is not None:
-        progress("gathering the grants that can justify each allowed request")
-        needs = needs_of(spark, engine.program, Evaluation(relations), needs_for).transform(persist)
+        # A plan of its own over the allowed requests of needs_for alone (a fraction of the log): the
+        # needs of every request, read through the decisions' plan, ran out of memory at 10^6 in
+        # one stage of dozens of chained sorts. Each output is computed apart, and kept.
+        chosen = part.where(F.col("decision") == "allow").select("rid").join(needs_for, on="rid", how="left_semi")
+        few = settled(frame.join(chosen, on="rid", how="left_semi"))
+        progress(f"gathering the grants that can justify each of {few.count():,} distinct allowed requests")
+        justify = {name: n for name, n in JUSTIFY_OUTPUTS.items() if name != "allowed"}
+        try:
+            kept = fused.decide(
+                few, args.join(few.select("rid"), on="rid", how="left_semi"), world, tables, operations, small, justify
+            )
+        except NotCompiled:
+            progress("not fused (the grants behind a decision do not compile): deciding by generic evaluation")
+            return None
+        kept["allowed"] = few.select(F.col("rid").alias("c0"))
+        gathered = {name: Relation(settled(df), Size.unknown(len(df.columns))) for name, df in kept.items()}
+        needs = settled(needs_of(spark, engine.program, Evaluation(gathered), few.select("rid")))
+        progress(f"gathered {needs.count():,} (need, grant) rows")
     out = requests.good.join(part, on="rid", how="inner")
     return Decided(out, 1, [table, part], needs)
 
@@ -456,7 +472,7 @@ def decide_all(
 
     With ``witnesses``, allowed requests name the grants that allow them (:func:`decisions`); with
     ``needs_for`` (rid), the result's ``needs`` has every grant that can, for those (:func:`needs_of`)."""
-    from privilog.engine.spark.session import persist
+    from privilog.engine.spark.session import persist, settled
 
     progress("checking the encoding: every value of the run hashed, looking for two that share a code")
     table = dictionary(spark, engine, deployment, requests)
@@ -476,8 +492,7 @@ def decide_all(
         parts.append(part.transform(persist))
         parts[-1].count()  # decide this round before the next replaces the facts
         if needs_for is not None:
-            needs.append(needs_of(spark, engine.program, evaluation, needs_for).transform(persist))
-            needs[-1].count()
+            needs.append(settled(needs_of(spark, engine.program, evaluation, needs_for)))
         evaluation.release()
         progress(f"round {rounds}: decided")
     combined = parts[0]
