@@ -2,12 +2,13 @@
 
 The same analysis as ``privilog unused`` (:mod:`engine.leastprivilege`), fed from Spark:
 
-1. every request is decided by the same plans as ``decide``, which also keep, for each allowed
-   request, every grant that can meet each requirement (:func:`~privilog.pipeline.evaluate.needs_of`);
+1. every request is decided by the same plans as ``decide``; then one copy of each distinct allowed
+   request goes through a fused plan of its own that keeps every grant that can meet each of its
+   requirements (:func:`~privilog.pipeline.evaluate.needs_of`), a row per need and grant;
 2. Spark reduces them to what the analysis reads (:class:`~privilog.engine.leastprivilege.Evidence`):
-   the *distinct* needs (a few per principal and place, however long the log), the requests each
-   sole grant is the only way for (a count and the first three), the requests of each principal,
-   and the log's window;
+   the grants used, the requests each sole grant is the only way for (a count over every copy, and
+   the first three), the requests of each principal, the log's window, and whole only the needs no
+   sole grant meets (the rest cannot change the keep set);
 3. the driver chooses the keep set from the distinct needs, exactly as in memory, so the two
    commands give the same answers (tests/spark/test_unused.py holds them to it);
 4. ``--verify`` removes the recommended grants from the deployment and decides the whole log
