@@ -271,7 +271,9 @@ class _Subset:
         elif fields == [""]:
             return []
         sc = self.scalars
-        return [f[1:-1] if f[:1] == "'" == f[-1:] and f.count("'") == 2 and "\n" not in f else sc[f] for f in fields]
+        return [
+            f[1:-1] if f[:1] == "'" == f[-1:] and f.count("'") == 2 and "\n" not in f else sc[f] for f in fields
+        ]
 
     def _flow(self, text: str, pos: int) -> tuple[Any, int]:
         """The flow value at ``pos`` (after any space), and where it ends."""

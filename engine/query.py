@@ -159,12 +159,10 @@ def time_limit(budget: Budget) -> Iterator[None]:
         if time.monotonic() > budget.deadline:
             raise _Expired(budget.out_of_time())
         if resident_bytes() > ceiling:
-            raise _Expired(
-                QueryLimit(
-                    f"stopped after taking {megabytes} MB more memory: the query or rule is too large "
-                    f"(join fewer unrelated literals, or set {EVALUATION_MEGABYTES.variable} to allow more)"
-                )
-            )
+            raise _Expired(QueryLimit(
+                f"stopped after taking {megabytes} MB more memory: the query or rule is too large "
+                f"(join fewer unrelated literals, or set {EVALUATION_MEGABYTES.variable} to allow more)"
+            ))
 
     previous = signal.signal(signal.SIGALRM, tick)
     signal.setitimer(signal.ITIMER_REAL, min(_TICK, budget.seconds), _TICK)

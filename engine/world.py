@@ -378,10 +378,7 @@ class World:
         except (IdError, TypeError, ValueError) as error:
             raise WorldError(f"{where}: {error}") from None
         parts: dict[str, set[Any]] = {
-            "grant": self.grants,
-            "member": self.members,
-            "admin": self.admins,
-            "entity": self.entities,
+            "grant": self.grants, "member": self.members, "admin": self.admins, "entity": self.entities,
         }
         part = parts["grant" if change.kind == "revoke" else change.kind.split(".")[0]]
         if change.kind in ("grant", "member.add", "admin.add", "entity.add"):
@@ -593,9 +590,8 @@ def compose(text: str, file: str) -> Located | None:
     except yaml.reader.ReaderError as error:
         line = text.count("\n", 0, error.position) + 1
         column = error.position - text.rfind("\n", 0, error.position)
-        raise WorldError(
-            f"{file}:{line}:{column}: not valid YAML or JSON: the character U+{int(error.character):04X} is not allowed"
-        ) from None
+        raise WorldError(f"{file}:{line}:{column}: not valid YAML or JSON: the character "
+                         f"U+{int(error.character):04X} is not allowed") from None
     loader.file = file
     try:
         node = loader.get_single_node()
@@ -853,6 +849,7 @@ class _Invalid(Exception):
 # What makes the plain reader give up (a value of the wrong type or shape, an unknown
 # action or key, a bad id); then the located reader reads it and decides.
 _NOT_READ = (_Invalid, PrivilogError, TypeError, KeyError)
+
 
 
 class _EntityIds(dict[str, EntityId]):

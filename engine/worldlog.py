@@ -225,6 +225,7 @@ class WorldFile:
         fsync_path(self.path.parent)
 
 
+
 def log_bound(world_bytes: int) -> int:
     """The size past which a log is compacted into its world file of ``world_bytes``:
     ``PRIVILOG_WORLD_LOG_BYTES``, or an eighth of the world file (compaction costs the file's

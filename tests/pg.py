@@ -81,32 +81,15 @@ class TemporaryPostgres:
 
     def start(self) -> str:
         """initdb, start on a free port, create the database ``privilog``; its URL."""
-        self._run(
-            "initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"
-        )
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C",
+                  "--no-sync")
         for attempt in range(5):  # a free port can be taken between finding it and listening on it
             self.port = free_port()
-            options = [
-                f"-p {self.port}",
-                "-c listen_addresses=127.0.0.1",
-                f"-c unix_socket_directories={self.root}",
-                "-c max_connections=200",
-                *(f"-c {k}={v}" for k, v in self.settings.items()),
-            ]
+            options = [f"-p {self.port}", "-c listen_addresses=127.0.0.1", f"-c unix_socket_directories={self.root}",
+                       "-c max_connections=200", *(f"-c {k}={v}" for k, v in self.settings.items())]
             try:
-                self._run(
-                    "pg_ctl",
-                    "start",
-                    "-w",
-                    "-t",
-                    "60",
-                    "-D",
-                    str(self.data),
-                    "-l",
-                    str(self.root / "server.log"),
-                    "-o",
-                    " ".join(options),
-                )
+                self._run("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data), "-l",
+                          str(self.root / "server.log"), "-o", " ".join(options))
                 break
             except RuntimeError:
                 if attempt == 4:

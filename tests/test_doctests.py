@@ -16,12 +16,7 @@ import pytest
 SKIPPED = {"privilog.__main__", "privilog.pipeline.__main__"}  # running them would run a command
 
 
-ROOTS = (
-    "privilog",
-    "privilog.dsl",
-    "privilog.engine",
-    "privilog.proofs",
-)  # the last three live in folders of their own
+ROOTS = ("privilog", "privilog.dsl", "privilog.engine", "privilog.proofs")  # the last three live in folders of their own
 
 
 def _modules() -> list[str]:
@@ -39,9 +34,7 @@ def _with_examples() -> list[str]:
 
 def test_the_subpackages_are_walked() -> None:
     names = _modules()
-    assert {"privilog.dsl.check", "privilog.engine.ids", "privilog.proofs.prover", "privilog.cli.commands"} <= set(
-        names
-    )
+    assert {"privilog.dsl.check", "privilog.engine.ids", "privilog.proofs.prover", "privilog.cli.commands"} <= set(names)
 
 
 @pytest.mark.parametrize("name", _with_examples())
@@ -49,6 +42,4 @@ def test_the_examples_in_the_docstrings(name: str) -> None:
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE, verbose=False, report=False)
     assert result.attempted > 0
-    assert result.failed == 0, (
-        f"{result.failed} of {result.attempted} examples in {name} failed (run it: python -m doctest -v)"
-    )
+    assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {name} failed (run it: python -m doctest -v)"

@@ -70,7 +70,7 @@ def test_the_wheel_holds_privilog_and_nothing_beside_it(wheel: Path) -> None:
     ):
         assert needed in names, f"the wheel lacks {needed}"
     metadata = zipfile.ZipFile(wheel).read(f"{sorted(tops - {'privilog'})[0]}/METADATA").decode()
-    assert "Requires-Dist: pyspark" in metadata and 'extra == "spark"' in metadata
+    assert "Requires-Dist: pyspark" in metadata and "extra == \"spark\"" in metadata
     assert not any(line.startswith("Requires-Dist: pyspark") and "extra" not in line for line in metadata.splitlines())
 
 
@@ -137,9 +137,7 @@ def test_every_command_runs_from_the_installed_wheel(installed: Path, tmp_path: 
         output = done.stdout + done.stderr
         if done.returncode != code or shown not in output or "Traceback" in output:
             failures.append(f"privilog {' '.join(argv)}: exit {done.returncode} (expected {code})\n{output[-2000:]}")
-    repl = _run(
-        installed, tmp_path, "repl", "--world", "world.yaml", stdin="check user:alice namespace.get namespace:sales\n"
-    )
+    repl = _run(installed, tmp_path, "repl", "--world", "world.yaml", stdin="check user:alice namespace.get namespace:sales\n")
     if repl.returncode != 0 or "ALLOW" not in repl.stdout:
         failures.append(f"privilog repl: exit {repl.returncode}\n{repl.stdout}{repl.stderr}")
     assert not failures, "\n\n".join(failures)

@@ -218,7 +218,9 @@ def _atom(writer: _Writer, prologue: list[str], atom: Atom, slot: Slot, i: int, 
         writer.depth += 1
 
 
-def _filter(writer: _Writer, prologue: list[str], literal: Literal, slot: Slot | None, i: int, bound: set[str]) -> None:
+def _filter(
+    writer: _Writer, prologue: list[str], literal: Literal, slot: Slot | None, i: int, bound: set[str]
+) -> None:
     if isinstance(literal, Comparison):
         op = OPERATORS[literal.operator]
         writer.line(f"if {writer.term(literal.left)} {op} {writer.term(literal.right)}:")

@@ -271,7 +271,9 @@ def load_deployment(
 
     good_entities, bad_entities = _rejects(entities, "entities", vocabulary.entity_problem(F.col("entity"), False))
     existing = (
-        good_entities.select(F.explode(vocabulary.chain(F.col("entity"))).alias("entity")).distinct().transform(persist)
+        good_entities.select(F.explode(vocabulary.chain(F.col("entity"))).alias("entity"))
+        .distinct()
+        .transform(persist)
     )
     grant_problem = F.coalesce(
         vocabulary.principal_problem(F.col("principal")),

@@ -36,14 +36,8 @@ def test_who_prints_what_the_repl_prints(capsys: pytest.CaptureFixture[str]) -> 
     line = "who application.deploy application:sales.reports artifact=artifact:sales.etl-lib"
     expected = Session("cdap", SAMPLE).one_shot(line).splitlines()
     code, out, err = run(
-        capsys,
-        "who",
-        "application.deploy",
-        "application:sales.reports",
-        "--arg",
-        "artifact=artifact:sales.etl-lib",
-        "--world",
-        SAMPLE,
+        capsys, "who", "application.deploy", "application:sales.reports",
+        "--arg", "artifact=artifact:sales.etl-lib", "--world", SAMPLE,
     )
     assert code == 0
     assert out.splitlines() + err.splitlines() == expected  # the answer on stdout, the note on stderr
@@ -85,12 +79,10 @@ def test_query_prints_a_table_as_the_repl_does(capsys: pytest.CaptureFixture[str
 
 def test_query_accepts_the_repl_spelling_and_answers_yes_or_no(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "query", "?- descendant(namespace:sales, dataset:sales.orders).", "--world", SAMPLE)[:2] == (
-        0,
-        "yes\n",
+        0, "yes\n",
     )
     assert run(capsys, "query", "descendant(namespace:marketing, dataset:sales.orders)", "--world", SAMPLE)[:2] == (
-        0,
-        "no\n",
+        0, "no\n",
     )
 
 
@@ -146,9 +138,7 @@ def test_a_query_that_does_not_parse_points_into_the_query(capsys: pytest.Captur
     assert "Traceback" not in err
 
 
-def test_a_query_past_its_time_is_bad_input(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_query_past_its_time_is_bad_input(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PRIVILOG_QUERY_ROWS", "5")
     code, out, err = run(capsys, "query", "grant(P, A, E), grant(Q, B, F)", "--world", SAMPLE)
     assert (code, out) == (2, "")
@@ -165,7 +155,9 @@ def test_check_and_why_note_unknown_names_on_stderr_and_keep_their_exit_codes(
         "note: user:bbo appears nowhere in the world; did you mean `user:bob`?",
         "note: dataset:sales.order does not exist in the world; did you mean `dataset:sales.orders`?",
     ]
-    code, out, err = run(capsys, "why", "user:bbo", "dataset.read", "dataset:sales.order", "--world", SAMPLE, "--json")
+    code, out, err = run(
+        capsys, "why", "user:bbo", "dataset.read", "dataset:sales.order", "--world", SAMPLE, "--json"
+    )
     assert code == 1
     assert json.loads(out)["decision"] == "deny"  # stdout stays one JSON object
     assert len(err.splitlines()) == 2
@@ -173,9 +165,7 @@ def test_check_and_why_note_unknown_names_on_stderr_and_keep_their_exit_codes(
     assert (code, err) == (0, "")
 
 
-def test_the_readme_examples_print_what_they_show(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_readme_examples_print_what_they_show(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import re
     import shlex
 

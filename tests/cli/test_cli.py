@@ -35,16 +35,8 @@ def test_check_denies_with_exit_1_and_names_the_unmet_requirement(capsys: pytest
 
 def test_check_json_has_stable_keys(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(
-        capsys,
-        "check",
-        "user:carol",
-        "application.deploy",
-        "application:sales.reports",
-        "--arg",
-        "artifact=artifact:sales.etl-lib",
-        "--world",
-        SAMPLE,
-        "--json",
+        capsys, "check", "user:carol", "application.deploy", "application:sales.reports",
+        "--arg", "artifact=artifact:sales.etl-lib", "--world", SAMPLE, "--json",
     )
     assert code == 0
     data = json.loads(out)
@@ -54,11 +46,8 @@ def test_check_json_has_stable_keys(capsys: pytest.CaptureFixture[str]) -> None:
     assert all(r["met"] for r in met)
     artifact = next(r for r in met if r["requirement"] == "any on $artifact")
     assert artifact["witnesses"][0] == {
-        "action": "READ",
-        "entity": "artifact:sales.etl-lib",
-        "holder": "role:deployers",
-        "groups": ["user:carol", "role:deployers"],
-        "inside": [],
+        "action": "READ", "entity": "artifact:sales.etl-lib", "holder": "role:deployers",
+        "groups": ["user:carol", "role:deployers"], "inside": [],
     }
 
 
@@ -103,22 +92,13 @@ def test_list_json(capsys: pytest.CaptureFixture[str]) -> None:
         (["check", "user:bob", "dataset.read", "ns1.ds"], "expected TYPE:NAME"),
         (["check", "bob", "dataset.read", "dataset:ns1.ds"], "did you mean `user:bob`?"),
         (["check", "user:bob", "dataset.read", "stream:ns1.s"], "acts on a dataset, but `stream:ns1.s` is a stream"),
-        (
-            ["check", "user:bob", "application.deploy", "application:ns1.a", "--arg", "artefact=artifact:ns1.x"],
-            "takes $artifact, $new_artifact, $owner; not `$artefact`",
-        ),
-        (
-            ["check", "user:bob", "application.deploy", "application:ns1.a", "--arg", "artifact=dataset:ns1.x"],
-            "names an artifact, not `dataset:ns1.x`",
-        ),
-        (
-            ["check", "user:bob", "application.deploy", "application:ns1.a", "--arg", "new_artifact=maybe"],
-            "is true or false",
-        ),
-        (
-            ["check", "user:bob", "application.deploy", "application:ns1.a", "--arg", "artifact"],
-            "--arg takes NAME=VALUE",
-        ),
+        (["check", "user:bob", "application.deploy", "application:ns1.a", "--arg", "artefact=artifact:ns1.x"],
+         "takes $artifact, $new_artifact, $owner; not `$artefact`"),
+        (["check", "user:bob", "application.deploy", "application:ns1.a", "--arg", "artifact=dataset:ns1.x"],
+         "names an artifact, not `dataset:ns1.x`"),
+        (["check", "user:bob", "application.deploy", "application:ns1.a", "--arg", "new_artifact=maybe"],
+         "is true or false"),
+        (["check", "user:bob", "application.deploy", "application:ns1.a", "--arg", "artifact"], "--arg takes NAME=VALUE"),
         (["check", "user:bob", "dataset.read", "dataset:ns1.ds", "--policy", "nope"], "no policy `nope`"),
         (["check", "user:bob", "dataset.read", "dataset:ns1.ds", "--world", "missing.yaml"], "no such world file"),
         (["check", "user:bob"], "the following arguments are required"),
@@ -136,9 +116,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], ar
     assert "Traceback" not in err
 
 
-def test_world_with_a_wrong_action_names_file_line_and_column(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_world_with_a_wrong_action_names_file_line_and_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     world = tmp_path / "w.yaml"
     world.write_text("entities: [namespace:ns1]\ngrants:\n  - [user:alice, ADMN, namespace:ns1]\n")
     code, out, err = run(capsys, "check", "user:alice", "namespace.get", "namespace:ns1", "--world", str(world))
@@ -175,9 +153,7 @@ def test_a_policy_with_a_typo_is_located_and_never_allows(tmp_path: Path, capsys
 
 def test_fmt_prints_canonical_text_and_check_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     policy = tmp_path / "p.policy"
-    policy.write_text(
-        "policy p\nactions READ\nentity instance\nentity namespace in instance\nnamespace:\n get   requires READ\n"
-    )
+    policy.write_text("policy p\nactions READ\nentity instance\nentity namespace in instance\nnamespace:\n get   requires READ\n")
     code, out, _ = run(capsys, "fmt", "--check", str(policy))
     assert code == 1
     assert "not in canonical form" in out
@@ -209,13 +185,9 @@ def test_test_command_reports_failures_and_counts(tmp_path: Path, capsys: pytest
     assert lines[0].startswith(f"{scenario}:7:5: FAIL wrongly expects write: expected allow, got DENY")
 
 
-def test_test_command_reports_a_bad_case_as_an_error_with_a_location(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_test_command_reports_a_bad_case_as_an_error_with_a_location(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     scenario = tmp_path / "s.yaml"
-    scenario.write_text(
-        "cases:\n  - request: {principal: user:a, operation: dataset.read, entity: dataset:ns1.ds}\n    expect: alow\n"
-    )
+    scenario.write_text("cases:\n  - request: {principal: user:a, operation: dataset.read, entity: dataset:ns1.ds}\n    expect: alow\n")
     code, out, err = run(capsys, "test", str(scenario))
     assert code == 2 and err == ""
     first, summary = out.strip().splitlines()
@@ -247,9 +219,7 @@ cases:
 """
 
 
-def test_the_other_cases_and_files_run_after_a_bad_case_and_a_bad_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_the_other_cases_and_files_run_after_a_bad_case_and_a_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     scenario = tmp_path / "s.yaml"
     scenario.write_text(BAD_CASES)
     broken = tmp_path / "broken.yaml"
@@ -266,11 +236,7 @@ def test_the_other_cases_and_files_run_after_a_bad_case_and_a_bad_file(
     import xml.etree.ElementTree as ET
 
     suites = ET.parse(report).getroot()
-    assert (suites.get("tests"), suites.get("failures"), suites.get("errors")) == (
-        "6",
-        "1",
-        "3",
-    )  # five cases and the file that could not run
+    assert (suites.get("tests"), suites.get("failures"), suites.get("errors")) == ("6", "1", "3")  # five cases and the file that could not run
     assert len(suites.findall(".//error")) == 3 and len(suites.findall(".//failure")) == 1
 
     code, out, _ = run(capsys, "test", str(scenario), "--json")
@@ -289,20 +255,8 @@ def test_shipped_scenarios_pass(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_console_script_runs_in_a_fresh_process() -> None:
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "privilog",
-            "check",
-            "user:bob",
-            "dataset.read",
-            "dataset:sales.orders",
-            "--world",
-            SAMPLE,
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
+        [sys.executable, "-m", "privilog", "check", "user:bob", "dataset.read", "dataset:sales.orders", "--world", SAMPLE],
+        capture_output=True, text=True, check=False,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ALLOW")

@@ -53,12 +53,7 @@ def test_options_complete() -> None:
 
 
 def test_policies_operations_principals_and_entities_complete_from_what_the_line_names() -> None:
-    assert complete("privilog check --policy cdap-") == [
-        "cdap-4.2",
-        "cdap-draft",
-        "cdap-draft-revised",
-        "cdap-proposed",
-    ]
+    assert complete("privilog check --policy cdap-") == ["cdap-4.2", "cdap-draft", "cdap-draft-revised", "cdap-proposed"]
     from privilog import dsl
 
     def operations(policy: str) -> list[str]:
@@ -70,13 +65,7 @@ def test_policies_operations_principals_and_entities_complete_from_what_the_line
     assert complete("privilog check user:a namespace.delete") == [
         op for op in operations("cdap") if op.startswith("namespace.delete")
     ]
-    assert complete(f"privilog why --world {WORLD} us") == [
-        "user:alice",
-        "user:bob",
-        "user:carol",
-        "user:dave",
-        "user:root",
-    ]
+    assert complete(f"privilog why --world {WORLD} us") == ["user:alice", "user:bob", "user:carol", "user:dave", "user:root"]
     entities = complete(f"privilog why --world {WORLD} user:alice namespace.delete namespace:")
     assert entities == ["marketing", "sales"]
 

@@ -77,10 +77,7 @@ def test_cli_diff_of_the_hierarchical_and_current_policy(capsys: pytest.CaptureF
     code = main(["diff", "cdap-4.2", "cdap"])
     out = capsys.readouterr().out
     assert code == 1
-    assert (
-        "program.start\n  cdap-4.2: EXECUTE on self | application | namespace, READ on namespace\n  cdap:     EXECUTE\n"
-        in out
-    )
+    assert "program.start\n  cdap-4.2: EXECUTE on self | application | namespace, READ on namespace\n  cdap:     EXECUTE\n" in out
     assert "cdap-4.2 allows, cdap denies: user:u program.start program:ns1.app.service.prog" in out
     assert "cdap allows, cdap-4.2 denies: user:u program.start program:ns1.app.service.prog" in out
     assert "Only in cdap (8): namespace.delete_all_applications" in out

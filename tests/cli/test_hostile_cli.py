@@ -49,9 +49,7 @@ def test_devices_fifos_and_folders_are_refused_everywhere(tmp_path: Path, capsys
     assert "no world tables here" in refused(capsys, *CHECK, "--world", str(tmp_path / "..") + "/" + tmp_path.name)
 
 
-def test_the_limits_are_configurable(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_limits_are_configurable(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     world = tmp_path / "w.yaml"
     world.write_text("admins: [user:root]\n")
     monkeypatch.setenv("PRIVILOG_MAX_WORLD_BYTES", "8")
@@ -76,9 +74,7 @@ def test_a_file_that_is_not_a_policy_is_not_echoed(tmp_path: Path, capsys: pytes
 def test_a_world_with_a_key_written_twice_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     world = tmp_path / "w.yaml"
     world.write_text("grants: [[user:eve, ADMIN, namespace:ns1]]\ngrants: []\n")
-    assert refused(capsys, *CHECK, "--world", str(world)).startswith(
-        f"privilog: {world}:2:1: the key `grants` is written twice"
-    )
+    assert refused(capsys, *CHECK, "--world", str(world)).startswith(f"privilog: {world}:2:1: the key `grants` is written twice")
 
 
 # ---- fmt --write ----------------------------------------------------------------------------
@@ -92,9 +88,7 @@ def test_fmt_write_refuses_a_shipped_policy_by_name(capsys: pytest.CaptureFixtur
     assert shipped.read_bytes() == before
 
 
-def test_fmt_write_is_atomic_and_keeps_the_mode_and_the_link(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_fmt_write_is_atomic_and_keeps_the_mode_and_the_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     real = tmp_path / "real.policy"
     real.write_text("policy p\nactions   READ\nentity namespace\n")
     real.chmod(0o640)

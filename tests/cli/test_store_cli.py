@@ -54,7 +54,9 @@ def test_export_round_trips_the_imported_world(store: str, tmp_path: Path, capsy
     assert run(capsys, "store", "export", "--store", store, "--out", str(out))[0] == 0
     exported = yaml.safe_load(out.read_text())
     original = yaml.safe_load(Path(SAMPLE).read_text())
-    assert sorted(map(tuple, exported["grants"])) == sorted((g[0], g[1], g[2]) for g in _expanded_grants(original))
+    assert sorted(map(tuple, exported["grants"])) == sorted(
+        (g[0], g[1], g[2]) for g in _expanded_grants(original)
+    )
     assert set(exported["admins"]) == {*original.get("admins", []), "user:root"}
     code, text, _ = run(capsys, "store", "export", "--store", store, "--format", "json")
     assert code == 0 and json.loads(text)["grants"] == exported["grants"]
@@ -77,9 +79,7 @@ def test_import_is_idempotent_and_logged(store: str, capsys: pytest.CaptureFixtu
     assert lines[0].split()[2].startswith("local:")
 
 
-def test_a_missing_store_and_both_sources_are_one_line_errors(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_missing_store_and_both_sources_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "check", "user:a", "namespace.get", "namespace:x", "--store", str(tmp_path / "no.db"))
     assert code == 2 and err.count("\n") == 1 and "no such store" in err and "privilog store init" in err
     assert not (tmp_path / "no.db").exists()  # reading never creates a store

@@ -157,7 +157,9 @@ def test_a_k_that_selects_nothing_is_exit_2(tmp_path: Path, capsys: pytest.Captu
 
 
 @pytest.mark.parametrize("expression", ["", "bob and", "(bob", "and bob", "bob )", "not"])
-def test_a_bad_k_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], expression: str) -> None:
+def test_a_bad_k_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], expression: str
+) -> None:
     code, out, err = run(capsys, "test", "-k", expression, str(scenario(tmp_path, THREE)))
     assert code == 2
     assert out == ""
@@ -179,11 +181,7 @@ def test_json_is_one_object_with_cases_and_totals(tmp_path: Path, capsys: pytest
     first, second, _ = result["cases"]
     assert set(first) == {"name", "file", "line", "where", "status", "message", "seconds"}
     assert (first["name"], first["file"], first["line"], first["status"], first["message"]) == (
-        "bob reads ds",
-        str(path),
-        13,
-        "passed",
-        "",
+        "bob reads ds", str(path), 13, "passed", ""
     )
     assert second["where"] == f"{path}:16:5"
     assert second["status"] == "failed"
@@ -285,19 +283,10 @@ def test_who_fails_naming_the_missing_and_the_unexpected(tmp_path: Path, capsys:
             "a `who` case names no principal",
         ),
         ("{operation: dataset.read, entity: dataset:ns1.ds}", "{who: [bob]}", ("expect", "bob]"), "bob"),
-        (
-            "{operation: dataset.read, entity: dataset:ns1.ds}",
-            "{who: user:bob}",
-            ("expect", "user:bob"),
-            "`who` is a list of principals",
-        ),
+        ("{operation: dataset.read, entity: dataset:ns1.ds}", "{who: user:bob}", ("expect", "user:bob"), "`who` is a list of principals"),
         ("{operation: dataset.read}", "{who: [user:bob]}", ("request", "{"), "needs `entity`"),
-        (
-            "{operation: dataset.read, entity: dataset:ns1.ds}",
-            "{who: [user:bob], allow: true}",
-            ("expect", "{"),
-            "one of `allow`, `visible` or `who`",
-        ),
+        ("{operation: dataset.read, entity: dataset:ns1.ds}", "{who: [user:bob], allow: true}", ("expect", "{"),
+         "one of `allow`, `visible` or `who`"),
     ],
 )
 def test_a_bad_who_case_is_located_and_exit_2(
@@ -359,16 +348,8 @@ def test_because_fails_naming_the_grants_the_proof_used_instead(
 @pytest.mark.parametrize(
     ("expect", "at", "message"),
     [
-        (
-            "{allow: false, because: [grant user:bob READ dataset:ns1.ds]}",
-            ("expect", "[grant"),
-            "`because` goes with `allow: true`",
-        ),
-        (
-            "{allow: true, because: [user:bob READ dataset:ns1.ds]}",
-            ("expect", "user:bob"),
-            "`grant PRINCIPAL ACTION ENTITY`",
-        ),
+        ("{allow: false, because: [grant user:bob READ dataset:ns1.ds]}", ("expect", "[grant"), "`because` goes with `allow: true`"),
+        ("{allow: true, because: [user:bob READ dataset:ns1.ds]}", ("expect", "user:bob"), "`grant PRINCIPAL ACTION ENTITY`"),
         ("{allow: true, because: [grant user:bob RAED dataset:ns1.ds]}", ("expect", "grant"), "did you mean `READ`"),
         ("{allow: true, because: [grant bob READ dataset:ns1.ds]}", ("expect", "grant"), "bob"),
         ("{allow: true, because: [grant user:bob READ dataset:ns1]}", ("expect", "grant"), "dataset:ns1"),
@@ -464,12 +445,7 @@ def test_coverage_counts_a_requirement_once_it_applies_met_or_not(
         "where": "tiny.policy:14:3",
         "covered": True,
         "requirements": [
-            {
-                "id": "dataset.drop#1",
-                "requirement": "ADMIN",
-                "where": drop["requirements"][0]["where"],
-                "covered": True,
-            },
+            {"id": "dataset.drop#1", "requirement": "ADMIN", "where": drop["requirements"][0]["where"], "covered": True},
             {
                 "id": "dataset.drop#2",
                 "requirement": "ADMIN on parent",

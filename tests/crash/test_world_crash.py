@@ -47,11 +47,7 @@ def writer(world: Path, seed: int, prefix: str, changes: int = -1, log_bytes: in
     env = dict(os.environ, PRIVILOG_WORLD_LOG_BYTES=str(log_bytes))
     return subprocess.Popen(
         [sys.executable, str(WRITER), str(world), str(seed), prefix, str(changes)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
 
@@ -145,7 +141,5 @@ def test_two_processes_changing_one_world_lose_nothing(world_file: Path, log_byt
                 believed[(principal, dataset)] = kind == "grant"
         world = check(world_file, believed, None)
         mine = {key for key, granted in believed.items() if granted}
-        assert {
-            (g.principal, str(g.entity)) for g in world.grants if not g.principal.startswith("user:bystander")
-        } == mine
+        assert {(g.principal, str(g.entity)) for g in world.grants if not g.principal.startswith("user:bystander")} == mine
         assert any(k[0].startswith("user:a_") for k in mine) and any(k[0].startswith("user:b_") for k in mine)

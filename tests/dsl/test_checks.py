@@ -117,9 +117,7 @@ def test_unknown_request_argument_without_a_close_one_says_how_to_declare_it() -
 
 
 def test_unknown_request_argument_in_a_condition() -> None:
-    error = the_error(
-        VOCABULARY + "namespace:\n  create($owner: kerberosprincipal) requires ADMIN on $owner if $ownr\n"
-    )
+    error = the_error(VOCABULARY + "namespace:\n  create($owner: kerberosprincipal) requires ADMIN on $owner if $ownr\n")
     assert reported(error) == (
         at(9, 65),
         "unknown request argument `$ownr` of `namespace.create`",
@@ -323,9 +321,7 @@ def test_if_else_lowers_into_two_guarded_requirements() -> None:
 
 
 def test_if_not_else_lowers_into_the_opposite_guards() -> None:
-    policy = dsl.parse_unchecked(
-        VOCABULARY + "namespace:\n  create($quick: bool) requires READ if not $quick else WRITE\n"
-    )
+    policy = dsl.parse_unchecked(VOCABULARY + "namespace:\n  create($quick: bool) requires READ if not $quick else WRITE\n")
     (create,) = policy.operations
     assert [r.condition for r in create.requirements] == [
         Condition("quick", present=False),

@@ -57,37 +57,14 @@ def _quote(value: str) -> str:
 _VOCABULARY: dict[str, st.SearchStrategy[str]] = {
     "NAME": st.sampled_from(
         [
-            "READ",
-            "WRITE",
-            "EXECUTE",
-            "ADMIN",
-            "ADMN",
-            "any",
-            "namespace",
-            "application",
-            "program",
-            "dataset",
-            "kerberosprincipal",
-            "bool",
-            "get",
-            "create",
-            "delete",
-            "deploy",
-            "grant",
-            "member_of",
-            "child_of",
-            "p",
-            "q",
-            "P",
-            "X",
-            "Y",
-            "_",
+            "READ", "WRITE", "EXECUTE", "ADMIN", "ADMN", "any",
+            "namespace", "application", "program", "dataset", "kerberosprincipal", "bool",
+            "get", "create", "delete", "deploy",
+            "grant", "member_of", "child_of", "p", "q", "P", "X", "Y", "_",
         ]
     ),
     "ARG": st.sampled_from(["$owner", "$artifact", "$new_artifact", "$program"]),
-    "ENTITY": st.sampled_from(
-        ["namespace:ns1", "user:alice", "dataset:ns1.a.b", "kerberosprincipal:alice@EXAMPLE.COM"]
-    ),
+    "ENTITY": st.sampled_from(["namespace:ns1", "user:alice", "dataset:ns1.a.b", "kerberosprincipal:alice@EXAMPLE.COM"]),
     "STRING": st.text(st.sampled_from('ab "\\$:#.'), max_size=6).map(_quote),
     "NUMBER": st.integers(-99, 99).map(str),
     "CMP": st.sampled_from(["==", "!=", "<", "<=", ">", ">="]),
@@ -154,35 +131,8 @@ def cdap_mutants() -> st.SearchStrategy[str]:
     """rules/cdap.policy with a few slices replaced by fragments of the language: text that mostly parses."""
     source = (ROOT / "rules" / "cdap.policy").read_text(encoding="utf-8")
     fragment = st.sampled_from(
-        [
-            "",
-            "\n",
-            ",",
-            "|",
-            "(",
-            ")",
-            ":",
-            ".",
-            "or",
-            "if",
-            "else",
-            "not",
-            "on",
-            "every",
-            "self",
-            "parent",
-            "$owner",
-            "$new_artifact",
-            "bool",
-            "ADMN",
-            "namespace",
-            "nothing",
-            ":-",
-            "X",
-            "p(X)",
-            "#",
-            '"',
-        ]
+        ["", "\n", ",", "|", "(", ")", ":", ".", "or", "if", "else", "not", "on", "every", "self", "parent",
+         "$owner", "$new_artifact", "bool", "ADMN", "namespace", "nothing", ":-", "X", "p(X)", "#", '"']
     )
     edit = st.tuples(st.integers(0, len(source)), st.integers(0, 12), st.lists(fragment, max_size=3).map(" ".join))
 
@@ -194,6 +144,7 @@ def cdap_mutants() -> st.SearchStrategy[str]:
         return text
 
     return st.lists(edit, min_size=1, max_size=3).map(apply)
+
 
 
 def assert_located_in(error: PolicyError, text: str) -> None:

@@ -21,10 +21,7 @@ def test_unknown_operation_is_an_error_not_a_deny() -> None:
 def test_deny_lists_every_unmet_requirement_and_the_smallest_fixes() -> None:
     authz = privilog.load(
         "cdap",
-        {
-            "entities": ["namespace:ns1", "artifact:ns1.art"],
-            "grants": [["group:deployers", "READ", "artifact:ns1.art"]],
-        },
+        {"entities": ["namespace:ns1", "artifact:ns1.art"], "grants": [["group:deployers", "READ", "artifact:ns1.art"]]},
     )
     request = authz.request("user:c", "application.deploy", "application:ns1.app", {"artifact": "artifact:ns1.art"})
     decision = authz.check(request)
@@ -38,10 +35,8 @@ def test_deny_lists_every_unmet_requirement_and_the_smallest_fixes() -> None:
 
 
 def test_every_fix_allows_the_request() -> None:
-    world = {
-        "entities": ["program:ns1.app.service.p", "dataset:ns1.d", "stream:ns1.s"],
-        "grants": [["user:a", "ADMIN", "namespace:ns1"], ["group:g", "ADMIN", "dataset:ns1.d"]],
-    }
+    world = {"entities": ["program:ns1.app.service.p", "dataset:ns1.d", "stream:ns1.s"],
+             "grants": [["user:a", "ADMIN", "namespace:ns1"], ["group:g", "ADMIN", "dataset:ns1.d"]]}
     authz = privilog.load("cdap", world)
     request = authz.request("user:a", "namespace.delete", "namespace:ns1")
     decision = authz.check(request)
@@ -58,17 +53,11 @@ def test_every_fix_allows_the_request() -> None:
 
 
 def test_partial_delete_names_what_would_remain() -> None:
-    authz = privilog.load(
-        "cdap",
-        {
-            "entities": ["program:ns1.app.service.p", "dataset:ns1.d"],
-            "grants": [
-                ["user:a", "ADMIN", "namespace:ns1"],
-                ["user:a", "ADMIN", "dataset:ns1.d"],
-                ["user:a", "ADMIN", "application:ns1.app"],
-            ],
-        },
-    )
+    authz = privilog.load("cdap", {
+        "entities": ["program:ns1.app.service.p", "dataset:ns1.d"],
+        "grants": [["user:a", "ADMIN", "namespace:ns1"], ["user:a", "ADMIN", "dataset:ns1.d"],
+                   ["user:a", "ADMIN", "application:ns1.app"]],
+    })
     decision = authz.check(authz.request("user:a", "namespace.delete", "namespace:ns1"))
     assert not decision.allowed
     every = decision.unmet[0]
@@ -78,9 +67,7 @@ def test_partial_delete_names_what_would_remain() -> None:
 
 
 def test_visible_carries_the_grant_that_shows_each_entity() -> None:
-    authz = privilog.load(
-        "cdap", {"entities": ["dataset:ns1.d", "namespace:ns2"], "grants": [["user:b", "WRITE", "dataset:ns1.d"]]}
-    )
+    authz = privilog.load("cdap", {"entities": ["dataset:ns1.d", "namespace:ns2"], "grants": [["user:b", "WRITE", "dataset:ns1.d"]]})
     (shown,) = authz.visible("user:b", "namespace")
     assert str(shown.entity) == "namespace:ns1"
     assert shown.witness is not None
@@ -109,23 +96,19 @@ def test_two_policies_in_one_process_do_not_leak() -> None:
 
 def test_a_rule_added_to_a_policy_works_without_code_changes() -> None:
     text = (dsl.rules_dir() / "cdap.policy").read_text()
-    text += '\n# auditors may read every dataset\nheld_by_auditor(P, A, E) :- member_of(P, "role:auditors"), is_a(E, "dataset"), requires(_, _, A, _, _).\n'
+    text += "\n# auditors may read every dataset\nheld_by_auditor(P, A, E) :- member_of(P, \"role:auditors\"), is_a(E, \"dataset\"), requires(_, _, A, _, _).\n"
     policy = dsl.parse_policy(text, "extended.policy")
     assert any(r.head.predicate == "held_by_auditor" for r in policy.rules)
 
 
 def test_request_entity_type_must_be_in_the_policy() -> None:
-    policy = dsl.parse_policy(
-        "policy p\nactions READ\nentity instance\nentity namespace in instance\nnamespace:\n  get requires READ\n"
-    )
+    policy = dsl.parse_policy("policy p\nactions READ\nentity instance\nentity namespace in instance\nnamespace:\n  get requires READ\n")
     authz = Authorizer(policy)
     with pytest.raises(privilog.RequestError, match="has no entity type `dataset`"):
         authz.entity("dataset:ns1.d")
 
 
 def test_policy_hierarchy_must_match_the_ids() -> None:
-    policy = dsl.parse_policy(
-        "policy p\nactions READ\nentity instance\nentity namespace\nnamespace:\n  get requires READ\n"
-    )
+    policy = dsl.parse_policy("policy p\nactions READ\nentity instance\nentity namespace\nnamespace:\n  get requires READ\n")
     with pytest.raises(privilog.PrivilogError, match="write `entity namespace in instance`"):
         Authorizer(policy)

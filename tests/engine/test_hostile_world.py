@@ -37,10 +37,7 @@ def one_line(error: BaseException) -> str:
         ("grants:\n  - [user:a, READ, namespace:ns1]\ngrants:\n  - [user:b, READ, namespace:ns1]\n", "w.yaml:3:1"),
         ('{"admins": ["user:root"], "admins": ["user:eve"]}', "w.yaml:1:27"),
         ("grants:\n  - {principal: user:a, principal: user:eve, action: READ, entity: namespace:ns1}\n", "w.yaml:2:25"),
-        (
-            "grants:\n  - principal: user:a\n    action: READ\n    action: ADMIN\n    entity: namespace:ns1\n",
-            "w.yaml:4:5",
-        ),
+        ("grants:\n  - principal: user:a\n    action: READ\n    action: ADMIN\n    entity: namespace:ns1\n", "w.yaml:4:5"),
         ("admins: [user:root]\n# \u00e9\nadmins: [user:eve]\n", "w.yaml:3:1"),  # not ASCII: libyaml's path
     ],
 )
@@ -93,7 +90,7 @@ def test_anchors_and_aliases_are_refused_before_they_expand(tmp_path: Path) -> N
 
 def test_an_alias_alone_is_refused_where_it_is(tmp_path: Path) -> None:
     path = tmp_path / "w.json"
-    path.write_text("admins: [user:root]\ngrants: [[user:a, READ, *x]]\n")
+    path.write_text('admins: [user:root]\ngrants: [[user:a, READ, *x]]\n')
     with pytest.raises(WorldError, match=r"w\.json:2:25: an alias \(\*\) `x`"):
         load_world(path, ACTIONS)
 
@@ -247,9 +244,7 @@ def test_a_new_world_file_gets_the_umask_mode(tmp_path: Path) -> None:
 _PRINCIPALS = st.sampled_from(["user:eve", "user:root", "group:g"])
 _ENTITIES = st.sampled_from(["namespace:ns1", "dataset:ns1.ds", "instance:cdap"])
 _GRANT_LINES = st.lists(
-    st.tuples(_PRINCIPALS, st.sampled_from([*ACTIONS, "ALL"]), _ENTITIES).map(
-        lambda g: f"  - [{g[0]}, {g[1]}, {g[2]}]"
-    ),
+    st.tuples(_PRINCIPALS, st.sampled_from([*ACTIONS, "ALL"]), _ENTITIES).map(lambda g: f"  - [{g[0]}, {g[1]}, {g[2]}]"),
     max_size=3,
 )
 _KEYS = st.sampled_from(["admins", "grants", "entities", "members", "instance"])
@@ -301,9 +296,7 @@ def test_fuzz_anchors_and_aliases_anywhere(tmp_path: Path, key: str, kind: str, 
     text = {
         "anchor": f"{key}: &{name} {value}\n",
         "alias": f"{key}: *{name}\n",
-        "both": f"{key}: &{name} {value}\nadmins: *{name}\n"
-        if key != "admins"
-        else f"{key}: &{name} {value}\ngrants: *{name}\n",
+        "both": f"{key}: &{name} {value}\nadmins: *{name}\n" if key != "admins" else f"{key}: &{name} {value}\ngrants: *{name}\n",
         "merge": f"{key}: {value}\ngrants:\n  - {{<<: {{principal: user:eve}}, action: ADMIN, entity: namespace:ns1}}\n",
     }[kind]
     path = tmp_path / "w.yaml"
@@ -313,7 +306,9 @@ def test_fuzz_anchors_and_aliases_anywhere(tmp_path: Path, key: str, kind: str, 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(["fifo", "zero", "folder", "large"]), st.integers(10, 200))
-def test_fuzz_oversized_and_irregular_files(tmp_path_factory: pytest.TempPathFactory, kind: str, cap: int) -> None:
+def test_fuzz_oversized_and_irregular_files(
+    tmp_path_factory: pytest.TempPathFactory, kind: str, cap: int
+) -> None:
     where = tmp_path_factory.mktemp("w")
     path = where / "world.yaml"
     if kind == "fifo":
@@ -338,11 +333,7 @@ def test_fuzz_oversized_and_irregular_files(tmp_path_factory: pytest.TempPathFac
 @pytest.mark.parametrize("name", ["grants.csv", "grants.jsonl"])
 def test_a_table_that_is_not_utf8_names_the_line_and_column(tmp_path: Path, name: str) -> None:
     header = b"principal,action,entity\n" if name.endswith(".csv") else b""
-    row = (
-        b"user:a,READ,namespace:ns1\n"
-        if name.endswith(".csv")
-        else b'{"principal": "user:a", "action": "READ", "entity": "namespace:ns1"}\n'
-    )
+    row = b"user:a,READ,namespace:ns1\n" if name.endswith(".csv") else b'{"principal": "user:a", "action": "READ", "entity": "namespace:ns1"}\n'
     path = tmp_path / name
     path.write_bytes(header + row * 3 + b"user:\xff" + row)
     with pytest.raises(WorldError) as caught:

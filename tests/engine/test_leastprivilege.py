@@ -201,10 +201,7 @@ def test_privilog_unused_on_the_sample(tmp_path: Path, capsys: pytest.CaptureFix
     report = json.loads(capsys.readouterr().out)
     assert report["summary"]["allowed"] == 2 and report["summary"]["rejected"] == 1
     sole = {(s["principal"], s["action"], s["entity"]) for s in report["sole"]}
-    assert sole == {
-        ("user:bob", "READ", "dataset:sales.orders"),
-        ("group:analysts", "READ", "dataset:marketing.campaigns"),
-    }
+    assert sole == {("user:bob", "READ", "dataset:sales.orders"), ("group:analysts", "READ", "dataset:marketing.campaigns")}
     assert {"principal": "user:bob", "action": "READ", "entity": "dataset:sales.orders", "used": True} not in report[
         "recommended_removals"
     ]
@@ -235,9 +232,7 @@ def test_a_log_that_cannot_be_read_is_one_line(tmp_path: Path, capsys: pytest.Ca
     assert "no such access log file" in capsys.readouterr().err
 
 
-def test_the_readme_example_is_what_privilog_prints(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_readme_example_is_what_privilog_prints(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import re
     import shlex
 

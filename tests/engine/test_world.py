@@ -22,10 +22,7 @@ def test_reads_both_grant_forms_and_expands_all() -> None:
         ACTIONS,
     )
     ns1, ds = EntityId.parse("namespace:ns1"), EntityId.parse("dataset:ns1.d")
-    assert {Grant("user:a", a, ns1) for a in ACTIONS} | {
-        Grant("group:g", "READ", ds),
-        Grant("group:g", "WRITE", ds),
-    } == world.grants
+    assert {Grant("user:a", a, ns1) for a in ACTIONS} | {Grant("group:g", "READ", ds), Grant("group:g", "WRITE", ds)} == world.grants
 
 
 def test_json_worlds_read_the_same() -> None:
@@ -70,10 +67,7 @@ def test_changes_are_saved_at_once_and_survive_a_reload(tmp_path: Path) -> None:
     path = tmp_path / "w.yaml"
     path.write_text("admins: [user:root]\n")
     world = load_world(path, ACTIONS, bind=True)
-    grants = [
-        Grant("user:a", "ADMIN", EntityId.parse("namespace:ns9")),
-        Grant("group:g", "READ", EntityId.parse("stream:ns9.s")),
-    ]
+    grants = [Grant("user:a", "ADMIN", EntityId.parse("namespace:ns9")), Grant("group:g", "READ", EntityId.parse("stream:ns9.s"))]
     world.grant("user:root", grants)
     world.add_entity("user:root", EntityId.parse("stream:ns9.s"))
     again = load_world(path, ACTIONS)
@@ -88,13 +82,8 @@ def test_changes_are_saved_at_once_and_survive_a_reload(tmp_path: Path) -> None:
 def test_privileges_survive_delete_and_apply_again_on_recreate() -> None:
     authz = privilog.load(
         "cdap",
-        {
-            "entities": ["namespace:ns1", "dataset:ns1.d"],
-            "grants": [["user:b", "READ", "dataset:ns1.d"]],
-            "admins": ["user:root"],
-        },
+        {"entities": ["namespace:ns1", "dataset:ns1.d"], "grants": [["user:b", "READ", "dataset:ns1.d"]], "admins": ["user:root"]},
     )
-
     def sees_ns1() -> bool:
         return [str(v.entity) for v in authz.visible("user:b", "namespace")] == ["namespace:ns1"]
 
@@ -114,10 +103,5 @@ def test_deleting_a_namespace_deletes_what_is_inside() -> None:
         "cdap", {"entities": ["program:ns1.app.service.api", "dataset:ns1.d", "dataset:ns2.e"], "admins": ["user:root"]}
     )
     removed = authz.world.delete_entity("user:root", EntityId.parse("namespace:ns1"))
-    assert {str(e) for e in removed} == {
-        "namespace:ns1",
-        "application:ns1.app",
-        "program:ns1.app.service.api",
-        "dataset:ns1.d",
-    }
+    assert {str(e) for e in removed} == {"namespace:ns1", "application:ns1.app", "program:ns1.app.service.api", "dataset:ns1.d"}
     assert {str(e) for e in authz.world.existing()} == {"dataset:ns2.e", "namespace:ns2", "instance:cdap"}

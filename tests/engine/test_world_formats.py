@@ -136,7 +136,7 @@ TEXTS = [
     "entities: [namespace:ns1 namespace:ns2]\n",
     "entities: [namespace:ns1]]\n",
     "entities: ['it''s:x']\n",
-    'entities: ["namespace:\\x41"]\n',
+    "entities: [\"namespace:\\x41\"]\n",
     "entities:\n- namespace:ns1\nnot a key\n",
     "members: [[user:a, group:g], [user:a]]\n",
     "members:\n- [user:a, group:g, role:r]\n",
@@ -187,69 +187,11 @@ def test_errors_found_fast_are_placed_by_the_located_reader() -> None:
 
 # Random texts in and around the subset the scanner reads: whatever it reads, PyYAML reads the same.
 _PIECES = [
-    "grants:",
-    "entities:",
-    "admins:",
-    "instance:",
-    "x:",
-    " ",
-    "  ",
-    "\n",
-    "\n",
-    "\n  ",
-    "- ",
-    "-",
-    "[",
-    "]",
-    "{",
-    "}",
-    ", ",
-    ",",
-    ": ",
-    "#c",
-    " # c",
-    "'",
-    "''",
-    '"',
-    "user:a",
-    "namespace:ns1",
-    "READ",
-    "ALL",
-    "a b",
-    "null",
-    "~",
-    "yes",
-    "1",
-    "1:20",
-    "0x1f",
-    "2024-01-01",
-    "'x:y'",
-    '"q"',
-    "'it''s'",
-    "&a ",
-    "*a",
-    "!!str ",
-    "? ",
-    "|",
-    ">",
-    "|#c",
-    "%",
-    "@",
-    "`",
-    "\t",
-    "\r\n",
-    "\r",
-    "...",
-    "---",
-    "a:b:",
-    "-x",
-    "<<: ",
-    "\x85",
-    "\u2028",
-    "\ufeff",
-    "\xa0",
-    "\u00e9",
-    "\\",
+    "grants:", "entities:", "admins:", "instance:", "x:", " ", "  ", "\n", "\n", "\n  ", "- ", "-", "[", "]",
+    "{", "}", ", ", ",", ": ", "#c", " # c", "'", "''", '"', "user:a", "namespace:ns1", "READ", "ALL", "a b",
+    "null", "~", "yes", "1", "1:20", "0x1f", "2024-01-01", "'x:y'", '"q"', "'it''s'", "&a ", "*a", "!!str ",
+    "? ", "|", ">", "|#c", "%", "@", "`", "\t", "\r\n", "\r", "...", "---", "a:b:", "-x", "<<: ", "\x85",
+    "\u2028", "\ufeff", "\xa0", "\u00e9", "\\",
 ]
 
 
@@ -365,46 +307,24 @@ def test_csv_columns_may_come_in_any_order_and_quoted(tmp_path: Path) -> None:
 
 
 BAD_ROWS = [
-    (
-        "grants.csv",
-        "principal,action,entity\nuser:a,READ,namespace:ns1\nbob,READ,namespace:ns1\n",
-        "grants.csv:3: malformed principal `bob`: expected user:NAME, group:NAME or role:NAME; did you mean `user:bob`?",
-    ),
-    (
-        "grants.csv",
-        "principal,action,entity\n\nuser:a,REED,namespace:ns1\n",
-        "grants.csv:3: unknown action `REED`: did you mean `READ`?",
-    ),
+    ("grants.csv", "principal,action,entity\nuser:a,READ,namespace:ns1\nbob,READ,namespace:ns1\n",
+     "grants.csv:3: malformed principal `bob`: expected user:NAME, group:NAME or role:NAME; did you mean `user:bob`?"),
+    ("grants.csv", "principal,action,entity\n\nuser:a,REED,namespace:ns1\n",
+     "grants.csv:3: unknown action `REED`: did you mean `READ`?"),
     ("grants.csv", "principal,action,entity\nuser:a,READ,\n", "grants.csv:2: the `entity` column is empty"),
-    (
-        "grants.csv",
-        "principal,action,entity\nuser:a,READ\n",
-        "grants.csv:2: a row of 3 fields (principal, action, entity) has 2: user:a,READ",
-    ),
-    (
-        "grants.csv",
-        "principal,entity\nuser:a,namespace:ns1\n",
-        "grants.csv: the grants table needs the columns principal, action, entity; missing action "
-        "(found principal, entity)",
-    ),
+    ("grants.csv", "principal,action,entity\nuser:a,READ\n",
+     "grants.csv:2: a row of 3 fields (principal, action, entity) has 2: user:a,READ"),
+    ("grants.csv", "principal,entity\nuser:a,namespace:ns1\n",
+     "grants.csv: the grants table needs the columns principal, action, entity; missing action "
+     "(found principal, entity)"),
     ("entities.csv", 'entity\nnamespace:ns1\n"dataset:ns1.x\n', "entities.csv:3: not valid CSV"),
-    (
-        "members.jsonl",
-        '{"principal": "user:a", "group": "group:g"}\n{"principal": "user:a"}\n',
-        "members.jsonl:2: a row of the members table needs `group`",
-    ),
-    (
-        "members.jsonl",
-        '{"principal": "user:a", "group": 7}\n',
-        "members.jsonl:1: the `group` column must be text, not 7",
-    ),
+    ("members.jsonl", '{"principal": "user:a", "group": "group:g"}\n{"principal": "user:a"}\n',
+     "members.jsonl:2: a row of the members table needs `group`"),
+    ("members.jsonl", '{"principal": "user:a", "group": 7}\n', "members.jsonl:1: the `group` column must be text, not 7"),
     ("admins.jsonl", '{"principal": "user:a"}\n{"principal": \n', "admins.jsonl:2:15: not valid JSON: Expecting value"),
     ("admins.jsonl", '["user:a"]\n', "admins.jsonl:1: a row is a JSON object with the keys principal"),
-    (
-        "entities.jsonl",
-        '{"entity": "namespce:ns1"}\n',
-        "entities.jsonl:1: unknown entity type `namespce` in `namespce:ns1`: did you mean `namespace`?",
-    ),
+    ("entities.jsonl", '{"entity": "namespce:ns1"}\n',
+     "entities.jsonl:1: unknown entity type `namespce` in `namespce:ns1`: did you mean `namespace`?"),
 ]
 
 
@@ -436,9 +356,7 @@ def test_parquet_without_pyarrow_says_what_to_install(tmp_path: Path, monkeypatc
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
     (tmp_path / "grants.parquet").write_bytes(b"PAR1")
-    with pytest.raises(
-        WorldError, match=r"grants\.parquet: reading a Parquet table needs pyarrow.*pip install pyarrow"
-    ):
+    with pytest.raises(WorldError, match=r"grants\.parquet: reading a Parquet table needs pyarrow.*pip install pyarrow"):
         load_world(tmp_path, ACTIONS)
 
 
@@ -450,9 +368,7 @@ def test_parquet_tables(tmp_path: Path, sample: World) -> None:
         pq.write_table(pa.table(dict(zip(COLUMNS[table], columns, strict=True))), tmp_path / f"{table}.parquet")
     world = load_world(tmp_path, ACTIONS)
     assert (world.entities, world.grants, world.members) == (sample.entities, sample.grants, sample.members)
-    pq.write_table(
-        pa.table({"principal": ["user:a", None], "group": ["group:g", "group:h"]}), tmp_path / "members.parquet"
-    )
+    pq.write_table(pa.table({"principal": ["user:a", None], "group": ["group:g", "group:h"]}), tmp_path / "members.parquet")
     with pytest.raises(WorldError) as raised:
         load_world(tmp_path, ACTIONS)
     assert str(raised.value) == f"{tmp_path / 'members.parquet'}: row 2: the `principal` column is empty"
@@ -467,7 +383,4 @@ def test_the_cli_reads_tables_and_exits_2_on_a_bad_row(tmp_path: Path, capsys: p
     write_csv(tmp_path / "grants.csv", COLUMNS["grants"], [("user:bob", "READ", "dataset:sales")])
     assert main(["check", "user:bob", "dataset.read", "dataset:sales.orders", "--world", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert (
-        err
-        == f"privilog: {tmp_path / 'grants.csv'}:2: malformed dataset id `dataset:sales`: expected the form `dataset:ns1.sales`\n"
-    )
+    assert err == f"privilog: {tmp_path / 'grants.csv'}:2: malformed dataset id `dataset:sales`: expected the form `dataset:ns1.sales`\n"

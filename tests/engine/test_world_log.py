@@ -170,10 +170,7 @@ def test_two_sessions_saving_keep_both_changes_and_say_so(path: Path) -> None:
         f"note: {path} was changed by someone else since this session read it; read it again "
         "(the session's 1 unsaved change kept on top)"
     )
-    assert {str(g) for g in load_world(path, ACTIONS).grants} >= {
-        "user:alice READ namespace:a",
-        "user:bob READ namespace:a",
-    }
+    assert {str(g) for g in load_world(path, ACTIONS).grants} >= {"user:alice READ namespace:a", "user:bob READ namespace:a"}
 
 
 def test_a_session_reads_in_a_bound_writers_changes_before_each_line(path: Path) -> None:
@@ -190,10 +187,7 @@ def test_a_session_reads_in_a_bound_writers_changes_before_each_line(path: Path)
     assert session.one_shot("check user:carol namespace.get namespace:a").startswith("ALLOW")
     writer.remove_admins("user:root", ["user:root"])
     notes = session.one_shot("check user:carol namespace.get namespace:a").splitlines()
-    assert (
-        notes[1]
-        == "note: dropped this session's unsaved grant as user:root: user:root is no longer an authorization admin"
-    )
+    assert notes[1] == "note: dropped this session's unsaved grant as user:root: user:root is no longer an authorization admin"
     assert notes[2].startswith("DENY")
 
 

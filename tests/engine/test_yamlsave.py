@@ -161,9 +161,7 @@ def test_a_json_world_and_a_new_world_are_written_in_full(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("newline", ["\n", "\r\n"])
 def test_text_beyond_ascii_and_windows_line_ends_are_kept(tmp_path: Path, newline: str) -> None:
-    text = (
-        "# l'équipe « ventes »\ngrants:\n  - [user:zoe, READ, namespace:x]  # ✓ zoë\n  - [user:b, READ, namespace:x]\n"
-    )
+    text = "# l'équipe « ventes »\ngrants:\n  - [user:zoe, READ, namespace:x]  # ✓ zoë\n  - [user:b, READ, namespace:x]\n"
     path = tmp_path / "world.yaml"
     path.write_bytes(text.replace("\n", newline).encode())
     world = load_world(path, ACTIONS, bind=True)

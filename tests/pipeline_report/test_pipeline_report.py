@@ -133,10 +133,7 @@ def test_a_folder_that_is_not_a_run_is_one_line_and_exit_2(tmp_path: Path) -> No
     write_run(tmp_path / "only-rejects", rejects=_rejects())
     (tmp_path / "a-file").write_text("x")
     for folder, says in (
-        (
-            tmp_path / "only-rejects",
-            "is not a pipeline run: it holds no decisions, visibility, changes or principals table",
-        ),
+        (tmp_path / "only-rejects", "is not a pipeline run: it holds no decisions, visibility, changes or principals table"),
         (tmp_path / "missing", "no such folder (a pipeline run's --out)"),
         (tmp_path / "a-file", "has no run.json: it is not the folder of a finished pipeline run"),
         (tmp_path, "has no run.json: it is not the folder of a finished pipeline run"),

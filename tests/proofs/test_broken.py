@@ -63,10 +63,7 @@ def test_a_deny_rule_is_taken_and_only_denies() -> None:
     policy = proved(body).policy
     world = World(
         entities={EntityId("dataset", "ns1.d")},
-        grants={
-            Grant("user:a", "READ", EntityId("dataset", "ns1.d")),
-            Grant("user:b", "READ", EntityId("dataset", "ns1.d")),
-        }
+        grants={Grant("user:a", "READ", EntityId("dataset", "ns1.d")), Grant("user:b", "READ", EntityId("dataset", "ns1.d"))}
         | {Grant("user:b", "WRITE", EntityId("dataset", "ns1.d"))},
     )
     for backend in ("compiled", "pydatalog"):

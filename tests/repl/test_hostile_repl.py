@@ -73,7 +73,7 @@ def test_a_query_joining_many_unrelated_literals_is_stopped(session: Session, mo
     reply = session.run(f"?- {body}, E0 == E299, E0 != E299.")
     assert reply.error and not reply.internal
     assert reply.text.startswith("stopped after looking at 10000 rows")
-    assert session.one_shot("?- is_a(namespace:sales, T).").endswith("(1 row)")  # the session goes on
+    assert session.one_shot('?- is_a(namespace:sales, T).').endswith("(1 row)")  # the session goes on
 
 
 def test_a_query_past_its_time_is_stopped(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -133,13 +133,9 @@ def test_whynot_says_joining_a_group_that_holds_it_is_enough(session: Session) -
     # and following the second suggestion allows it
     assert session.one_shot("member add user:bob group:analysts as user:root") == "added user:bob to group:analysts"
     assert session.one_shot("check user:bob dataset.read dataset:marketing.campaigns").startswith("ALLOW")
-    assert (
-        session.one_shot("member add user:bob group:analysts as user:root") == "user:bob is already in group:analysts"
-    )
+    assert session.one_shot("member add user:bob group:analysts as user:root") == "user:bob is already in group:analysts"
     assert session.run("member add user:bob group:admins as user:bob").error
-    assert (
-        session.one_shot("member remove user:bob group:analysts as user:root") == "removed user:bob from group:analysts"
-    )
+    assert session.one_shot("member remove user:bob group:analysts as user:root") == "removed user:bob from group:analysts"
     assert session.one_shot("check user:bob dataset.read dataset:marketing.campaigns").startswith("DENY")
 
 
@@ -264,8 +260,7 @@ def test_a_large_answer_is_cut(session: Session, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("PRIVILOG_QUERY_ANSWER_ROWS", "3")
     monkeypatch.setattr(privilog.render.query, "MAX_ROWS_SHOWN", 2)
     assert session.one_shot("?- grant(P, A, E).").splitlines()[-1] == (
-        "(stopped after 3 rows, the first 2 shown; set PRIVILOG_QUERY_ANSWER_ROWS for more)"
-    )
+        "(stopped after 3 rows, the first 2 shown; set PRIVILOG_QUERY_ANSWER_ROWS for more)")
 
 
 @pytest.mark.parametrize(
@@ -360,8 +355,7 @@ def test_grants_survive_an_entity_deleted_and_recreated(session: Session) -> Non
     assert session.one_shot(listed) == "user:bob sees no dataset in namespace:sales"
     assert session.one_shot('?- grant(user:bob, "READ", dataset:sales.orders).') == "yes"
     assert (
-        session.one_shot("entity add dataset:sales.orders as user:root")
-        == "added dataset:sales.orders; 2 grants on it apply again"
+        session.one_shot("entity add dataset:sales.orders as user:root") == "added dataset:sales.orders; 2 grants on it apply again"
     )
     assert session.one_shot(listed) == "dataset:sales.orders  (READ on it)"
 
@@ -394,9 +388,7 @@ def test_entity_refusals(session: Session, line: str, message: str) -> None:
 
 
 def test_deleting_several_entities_is_all_or_nothing(session: Session) -> None:
-    assert "no entity stream:sales.nope" in session.one_shot(
-        "entity delete stream:sales.clicks stream:sales.nope as user:root"
-    )
+    assert "no entity stream:sales.nope" in session.one_shot("entity delete stream:sales.clicks stream:sales.nope as user:root")
     assert "stream:sales.clicks" in session.one_shot('?- is_a(E, "stream").')
 
 
@@ -480,7 +472,7 @@ def test_a_rule_takes_part_in_queries_and_decisions(session: Session) -> None:
     )
     assert session.one_shot("?- superuser(P).").splitlines()[2] == "user:root"
     assert session.one_shot("check user:root dataset.drop dataset:sales.orders").startswith("DENY")
-    session.one_shot('rule dropper(P, E) :-\n    holds(P, "ADMIN", E, _),\n    superuser(P).')
+    session.one_shot("rule dropper(P, E) :-\n    holds(P, \"ADMIN\", E, _),\n    superuser(P).")
     assert session.one_shot("?- dropper(P, E).") == "no rows"
     assert session.one_shot("rule") == "\n".join(
         ["1. superuser(P) :- admin(P).", '2. dropper(P, E) :-\n    holds(P, "ADMIN", E, _),\n    superuser(P).']

@@ -20,13 +20,8 @@ from tests.repl.test_terminal import PROMPT, ROOT, SAMPLE_WORLD, TIMEOUT, enviro
 
 def start(home: Path, world: Path) -> pexpect.spawn:
     child = pexpect.spawn(
-        sys.executable,
-        ["-m", "privilog", "repl", "--world", str(world)],
-        cwd=str(ROOT),
-        env=environment(home),
-        encoding="utf-8",
-        timeout=TIMEOUT,
-        dimensions=(50, 250),
+        sys.executable, ["-m", "privilog", "repl", "--world", str(world)], cwd=str(ROOT), env=environment(home),
+        encoding="utf-8", timeout=TIMEOUT, dimensions=(50, 250),
     )
     child.expect_exact(PROMPT)
     return child

@@ -41,11 +41,7 @@ class Server:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "privilog", "serve", "--store", str(self.store), "--port", "0", *self.args],
-            stderr=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            text=True,
-            cwd=ROOT,
-            env=env,
+            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=ROOT, env=env,
         )
         deadline = time.monotonic() + START_TIMEOUT
         assert self.process.stderr is not None
@@ -163,6 +159,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Setup, Se
         yield made, made.serve("--client-timeout", "2")
     finally:
         made.close()
+
 
 
 @pytest.fixture

@@ -35,12 +35,8 @@ def test_check_why_and_batch(setup, server):
     assert denied["fixes"] == [[{"grant": {"principal": "user:alice", "action": "WRITE", "entity": "dataset:ns1.ds"}}]]
     assert denied["explanation"].startswith("DENY user:alice dataset.write dataset:ns1.ds")
     # arguments: a deploy with its artifact
-    deploy = {
-        "principal": "user:alice",
-        "operation": "application.deploy",
-        "entity": "application:ns1.app",
-        "args": {"artifact": "artifact:ns1.etl"},
-    }
+    deploy = {"principal": "user:alice", "operation": "application.deploy", "entity": "application:ns1.app",
+              "args": {"artifact": "artifact:ns1.etl"}}
     assert root.post("/v1/check", json=deploy).json()["decision"] == "deny"
     batch = root.post("/v1/check/batch", json={"checks": [READ, {**READ, "principal": "user:bob"}, deploy]})
     assert batch.json()["decisions"] == ["allow", "deny", "deny"]
@@ -72,13 +68,8 @@ def test_bad_checks_are_400_with_one_line_and_never_allow(setup, server):
     assert bad.status_code == 400 and bad.json()["error"].startswith("body.checks[1]: unknown operation")
     too_many = root.post("/v1/check/batch", json={"checks": [READ] * 10_001})
     assert too_many.status_code == 413 and "the limit is 10000" in too_many.json()["error"]
-    for raw, message in [
-        (b"{", "malformed JSON"),
-        (b"", "the body is empty"),
-        (b"\xff\xfe", "not UTF-8"),
-        (b"[" * 100_000, "malformed JSON"),
-        (b'{"principal": NaN}', "NaN is not a JSON number"),
-    ]:
+    for raw, message in [(b"{", "malformed JSON"), (b"", "the body is empty"), (b"\xff\xfe", "not UTF-8"),
+                         (b"[" * 100_000, "malformed JSON"), (b'{"principal": NaN}', "NaN is not a JSON number")]:
         response = root.post("/v1/check", content=raw)
         assert response.status_code == 400 and message in response.json()["error"], (raw[:10], response.text)
     huge = root.post("/v1/check", content=b" " * (2 << 20))
@@ -107,11 +98,8 @@ def test_tokens_401_403_and_audit(setup, server):
         assert response.status_code == 401 and "invalid_token" in response.headers["www-authenticate"]
     assert server.client().post("/v1/check", json=READ, headers={"Authorization": "Basic abc"}).status_code == 401
     # a non-admin's change: 403, refused in the store and audited with the request id
-    response = bob.post(
-        "/v1/changes",
-        json={"kind": "grant", "items": [["user:bob", "ADMIN", "namespace:ns1"]]},
-        headers={"X-Request-Id": "bob-tries-1"},
-    )
+    response = bob.post("/v1/changes", json={"kind": "grant", "items": [["user:bob", "ADMIN", "namespace:ns1"]]},
+                        headers={"X-Request-Id": "bob-tries-1"})
     assert response.status_code == 403 and "not an authorization admin" in response.json()["error"]
     assert response.headers["x-request-id"] == "bob-tries-1"
     assert bob.get("/v1/audit").status_code == 403
@@ -218,20 +206,14 @@ def test_decision_log(setup, tmp_path: Path):
     root = server.client(setup.root)
     grant(root, ("user:alice", "READ", "dataset:ns1.ds"))
     root.post("/v1/check", json=READ, headers={"X-Request-Id": "one"})
-    root.post(
-        "/v1/check/batch", json={"checks": [READ, {**READ, "principal": "user:bob"}]}, headers={"X-Request-Id": "two"}
-    )
-    root.post(
-        "/v3/security/authorization/enforce",
-        json={"principal": "user:alice", "entity": "dataset:ns1.ds", "actions": ["READ"]},
-    )
+    root.post("/v1/check/batch", json={"checks": [READ, {**READ, "principal": "user:bob"}]},
+              headers={"X-Request-Id": "two"})
+    root.post("/v3/security/authorization/enforce",
+              json={"principal": "user:alice", "entity": "dataset:ns1.ds", "actions": ["READ"]})
     root.post("/v1/check", json={**READ, "operation": "dataset.zap"})  # malformed: no decision, no line
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert [(line["request_id"], line["result"]) for line in lines[:3]] == [
-        ("one", "allow"),
-        ("two", "allow"),
-        ("two", "deny"),
-    ]
+    assert [(line["request_id"], line["result"]) for line in lines[:3]] == [("one", "allow"), ("two", "allow"),
+                                                                            ("two", "deny")]
     first = lines[0]
     assert first["request"] == {**READ, "args": {}} and first["caller"] == "user:root"
     assert first["policy"] == "cdap" and len(first["policy_version"]) == 16 and first["latency_us"] >= 0

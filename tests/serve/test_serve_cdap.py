@@ -15,10 +15,8 @@ def test_grant_enforce_privileges_revoke(setup, server):
     assert root.post(f"{BASE}/enforce", json=enforce).status_code == 200
     missing = root.post(f"{BASE}/enforce", json={**enforce, "actions": ["READ", "EXECUTE", "ADMIN"]})
     assert missing.status_code == 403
-    assert missing.json() == {
-        "error": "user:alice lacks EXECUTE, ADMIN on dataset:ns1.ds",
-        "missing": ["EXECUTE", "ADMIN"],
-    }
+    assert missing.json() == {"error": "user:alice lacks EXECUTE, ADMIN on dataset:ns1.ds",
+                              "missing": ["EXECUTE", "ADMIN"]}
     # a plain token may enforce (CDAP asks on behalf of its user), never grant
     assert bob.post(f"{BASE}/enforce", json=enforce).status_code == 200
     refused = bob.post(f"{BASE}/privileges/grant", json={**body, "principal": "user:bob"})
@@ -27,40 +25,15 @@ def test_grant_enforce_privileges_revoke(setup, server):
     assert listed == [{"entity": DATASET, "action": "READ"}, {"entity": DATASET, "action": "WRITE"}]
     # through a group: enforce counts memberships
     root.post("/v1/changes", json={"kind": "member.add", "items": [["user:carol", "group:eng"]]})
-    root.post(
-        f"{BASE}/privileges/grant",
-        json={
-            "entity": "program:ns1.app.service.api",
-            "principal": {"name": "eng", "type": "GROUP"},
-            "actions": ["EXECUTE"],
-        },
-    )
-    program = {
-        "entity": "PROGRAM",
-        "namespace": "ns1",
-        "application": "app",
-        "version": "-SNAPSHOT",
-        "type": "Service",
-        "program": "api",
-    }
-    assert (
-        root.post(
-            f"{BASE}/enforce", json={"entity": program, "principal": "user:carol", "actions": ["EXECUTE"]}
-        ).status_code
-        == 200
-    )
+    root.post(f"{BASE}/privileges/grant", json={"entity": "program:ns1.app.service.api",
+                                                "principal": {"name": "eng", "type": "GROUP"}, "actions": ["EXECUTE"]})
+    program = {"entity": "PROGRAM", "namespace": "ns1", "application": "app", "version": "-SNAPSHOT",
+               "type": "Service", "program": "api"}
+    assert root.post(f"{BASE}/enforce", json={"entity": program, "principal": "user:carol",
+                                              "actions": ["EXECUTE"]}).status_code == 200
     assert root.get(f"{BASE}/group/eng/privileges").json() == [
-        {
-            "entity": {
-                "namespace": "ns1",
-                "application": "app",
-                "type": "SERVICE",
-                "program": "api",
-                "entity": "PROGRAM",
-            },
-            "action": "EXECUTE",
-        }
-    ]
+        {"entity": {"namespace": "ns1", "application": "app", "type": "SERVICE", "program": "api",
+                    "entity": "PROGRAM"}, "action": "EXECUTE"}]
     # revoke one action; a principal without actions loses all; an entity alone loses everything
     root.post(f"{BASE}/privileges/revoke", json={"entity": DATASET, "principal": ALICE, "actions": ["WRITE"]})
     assert root.get(f"{BASE}/user/alice/privileges").json() == [{"entity": DATASET, "action": "READ"}]
@@ -82,10 +55,8 @@ def test_roles(setup, server):
     assert root.get(f"{BASE}/roles").json() == [{"name": "ops", "type": "ROLE"}]
     assert root.put(f"{BASE}/user/alice/roles/ops").status_code == 200
     assert root.get(f"{BASE}/USER/alice/roles").json() == [{"name": "ops", "type": "ROLE"}]
-    root.post(
-        f"{BASE}/privileges/grant",
-        json={"entity": "namespace:ns1", "principal": {"name": "ops", "type": "ROLE"}, "actions": ["ADMIN"]},
-    )
+    root.post(f"{BASE}/privileges/grant", json={"entity": "namespace:ns1", "principal": {"name": "ops", "type": "ROLE"},
+                                                "actions": ["ADMIN"]})
     enforce = {"entity": {"entity": "NAMESPACE", "namespace": "ns1"}, "principal": ALICE, "actions": ["ADMIN"]}
     assert root.post(f"{BASE}/enforce", json=enforce).status_code == 200
     assert root.delete(f"{BASE}/user/alice/roles/ops").status_code == 200
@@ -103,13 +74,8 @@ def test_is_visible(setup, server):
     root.post(f"{BASE}/privileges/grant", json={"entity": DATASET, "principal": ALICE, "actions": ["READ"]})
     # a namespace shows through what exists inside it
     root.post("/v1/changes", json={"kind": "entity.add", "items": ["dataset:ns1.ds"]})
-    entities = [
-        DATASET,
-        "dataset:ns1.other",
-        {"entity": "NAMESPACE", "namespace": "ns1"},
-        "namespace:ns2",
-        "schedule:ns1.app.nightly",
-    ]
+    entities = [DATASET, "dataset:ns1.other", {"entity": "NAMESPACE", "namespace": "ns1"}, "namespace:ns2",
+                "schedule:ns1.app.nightly"]
     shown = root.post(f"{BASE}/isVisible", json={"principal": ALICE, "entities": entities}).json()
     assert shown == {"visible": [DATASET, {"entity": "NAMESPACE", "namespace": "ns1"}]}
 
@@ -118,7 +84,7 @@ def test_bad_cdap_bodies(setup, server):
     root = server.client(setup.root)
     cases = [
         ({"entity": {"entity": "TABLE", "name": "x"}, "principal": ALICE}, "an entity type such as DATASET"),
-        ({"entity": {**DATASET, "colour": "red"}, "principal": ALICE}, 'no field `"colour"`'),
+        ({"entity": {**DATASET, "colour": "red"}, "principal": ALICE}, "no field `\"colour\"`"),
         ({"entity": {"entity": "DATASET", "namespace": "ns1"}, "principal": ALICE}, "body.entity.dataset is a string"),
         ({"entity": DATASET, "principal": {"name": "alice", "type": "ROBOT"}}, "USER, GROUP or ROLE"),
         ({"entity": DATASET, "principal": ALICE, "actions": ["FLY"]}, "unknown action `FLY`"),

@@ -11,9 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def privilog(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "privilog", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
-    )
+    return subprocess.run([sys.executable, "-m", "privilog", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
 
 
 def test_tokens_made_listed_and_revoked(tmp_path):
@@ -48,15 +47,6 @@ def test_serve_errors_are_one_line_exit_2(tmp_path):
     assert busy.returncode == 2 and "cannot listen on 127.0.0.1" in busy.stderr and "Traceback" not in busy.stderr
     bad_policy = privilog("serve", "--store", store, "--policy", "nonesuch", "--port", "0")
     assert bad_policy.returncode == 2 and "no policy `nonesuch`" in bad_policy.stderr
-    sample = privilog(
-        "serve",
-        "--store",
-        store,
-        "--port",
-        "0",
-        "--decision-log",
-        str(tmp_path / "d.jsonl"),
-        "--decision-log-sample",
-        "2",
-    )
+    sample = privilog("serve", "--store", store, "--port", "0", "--decision-log", str(tmp_path / "d.jsonl"),
+                      "--decision-log-sample", "2")
     assert sample.returncode == 2 and "--decision-log-sample" in sample.stderr

@@ -22,11 +22,8 @@ BODIES = {
     ("POST", "/v1/why"): CHECK,
     ("POST", "/v1/list"): {"principal": "user:alice", "type": "dataset", "in": "namespace:ns1"},
     ("POST", "/v1/changes"): {"kind": "grant", "items": [["user:alice", "READ", "dataset:ns1.ds"]]},
-    ("POST", f"{BASE}/privileges/grant"): {
-        "entity": DATASET,
-        "principal": {"name": "alice", "type": "USER"},
-        "actions": ["READ"],
-    },
+    ("POST", f"{BASE}/privileges/grant"): {"entity": DATASET, "principal": {"name": "alice", "type": "USER"},
+                                           "actions": ["READ"]},
     ("POST", f"{BASE}/privileges/revoke"): {"entity": DATASET, "principal": "user:alice", "actions": ["READ"]},
     ("POST", f"{BASE}/enforce"): {"entity": DATASET, "principal": "user:alice", "actions": ["READ"]},
     ("POST", f"{BASE}/isVisible"): {"principal": "user:alice", "entities": [DATASET, "namespace:ns1"]},
@@ -40,26 +37,9 @@ json_values = st.recursive(
     max_leaves=12,
 )
 # each bad wherever an id or a name goes (`alice` is a fine namespace: a bad principal only, so not here)
-bad_ids = st.sampled_from(
-    [
-        "",
-        ":",
-        "dataset:",
-        "dataset:ns1",
-        "namespace:a.b",
-        "user:",
-        "al ice",
-        "user:al ice",
-        "program:ns1.app.robot.x",
-        "DATASET:ns1.ds",
-        "dataset:ns1.ds\x00",
-        "x" * 5000 + "!",
-        "namespace:\u00e9",
-        "role:",
-        "kerberosprincipal:a b",
-        "dataset.read\n",
-    ]
-)
+bad_ids = st.sampled_from(["", ":", "dataset:", "dataset:ns1", "namespace:a.b", "user:", "al ice", "user:al ice",
+                           "program:ns1.app.robot.x", "DATASET:ns1.ds", "dataset:ns1.ds\x00", "x" * 5000 + "!",
+                           "namespace:\u00e9", "role:", "kerberosprincipal:a b", "dataset.read\n"])
 
 
 def _paths(value, prefix=()):
@@ -117,8 +97,7 @@ def _optional(endpoint, path) -> bool:
     """Whether the field at ``path`` may be left out (or null) in a valid body."""
     key = path[-1]
     return (key in ("args", "explain", "type", "in", "actions") and len(path) == 1) or (
-        endpoint[1].endswith("/revoke") and path == ("principal",)
-    )
+        endpoint[1].endswith("/revoke") and path == ("principal",))
 
 
 def _get(value, path):
@@ -131,17 +110,11 @@ def _state(setup):
     with setup.store() as store:
         world, _ = store.snapshot()
         applied = [c for c in store.changes_since(0, limit=100_000) if c.applied and c.items]
-    return (
-        sorted(map(str, world.grants)),
-        sorted(world.members),
-        sorted(world.admins),
-        sorted(map(str, world.entities)),
-    ), len(applied)
+    return (sorted(map(str, world.grants)), sorted(world.members), sorted(world.admins),
+            sorted(map(str, world.entities))), len(applied)
 
 
-@settings(
-    max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
-)
+@settings(max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=broken())
 def test_fuzzed_bodies_are_4xx_never_allow_never_change(shared, case):
     setup, server = shared
@@ -157,11 +130,8 @@ def test_fuzzed_bodies_are_4xx_never_allow_never_change(shared, case):
 
 
 @settings(max_examples=100, deadline=None, derandomize=True, database=None)
-@given(
-    raw=st.binary(max_size=300),
-    endpoint=st.sampled_from(ENDPOINTS),
-    content_type=st.sampled_from(["application/json", "text/plain", "", "application/x-www-form-urlencoded"]),
-)
+@given(raw=st.binary(max_size=300), endpoint=st.sampled_from(ENDPOINTS),
+       content_type=st.sampled_from(["application/json", "text/plain", "", "application/x-www-form-urlencoded"]))
 def test_fuzzed_bytes_are_4xx(shared, raw, endpoint, content_type):
     setup, server = shared
     try:
@@ -179,15 +149,8 @@ def test_fuzzed_bytes_are_4xx(shared, raw, endpoint, content_type):
 def test_bad_paths_tokens_and_ids_are_4xx(shared):
     setup, server = shared
     root = server.client(setup.root)
-    for path in [
-        f"{BASE}/robot/alice/privileges",
-        f"{BASE}/user/al%20ice/privileges",
-        f"{BASE}/roles/a%2Fb",
-        f"{BASE}/user/a%00b/roles",
-        "/v1/audit?limit=0",
-        "/v1/audit?colour=red",
-        "/v1/%00",
-    ]:
+    for path in [f"{BASE}/robot/alice/privileges", f"{BASE}/user/al%20ice/privileges", f"{BASE}/roles/a%2Fb",
+                 f"{BASE}/user/a%00b/roles", "/v1/audit?limit=0", "/v1/audit?colour=red", "/v1/%00"]:
         response = root.get(path)
         assert 400 <= response.status_code < 500 and response.json()["error"], (path, response.text)
     for header in ["Bearer", "Bearer  x", "bearer plg_", "Bearer plg_x_y_z", "Token abc", "Bearer " + "a" * 10_000]:
@@ -203,11 +166,8 @@ def test_a_slow_client_blocks_no_one_and_is_cut_off(shared):
     for sock in slow:
         sock.sendall(b"POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: appl")
     dribble = socket.create_connection((address.hostname, address.port), timeout=30)
-    dribble.sendall(
-        b"POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
-        + f"Authorization: Bearer {setup.root}\r\n\r\n".encode()
-        + b'{"principal"'
-    )
+    dribble.sendall(b"POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+                    + f"Authorization: Bearer {setup.root}\r\n\r\n".encode() + b'{"principal"')
     root = server.client(setup.root)
     started = time.monotonic()
     for _ in range(50):
@@ -239,14 +199,10 @@ def test_admins_racing_on_one_entity_lose_no_update(setup, server):
         client = server.client(tokens[n])
         for i in range(25):
             kind = "revoke" if i % 3 == 2 else "grant"
-            mine = (
-                ["user:shared", "READ", "dataset:ns1.hot"]
-                if i % 2
-                else [f"user:u{n}_{i // 3}", "READ", "dataset:ns1.hot"]
-            )
-            response = client.post(
-                "/v1/changes", json={"kind": kind, "items": [mine]}, headers={"X-Request-Id": f"a{n}-{i}"}
-            )
+            mine = ["user:shared", "READ", "dataset:ns1.hot"] if i % 2 else [f"user:u{n}_{i // 3}", "READ",
+                                                                             "dataset:ns1.hot"]
+            response = client.post("/v1/changes", json={"kind": kind, "items": [mine]},
+                                   headers={"X-Request-Id": f"a{n}-{i}"})
             assert response.status_code == 200, response.text
             results[f"a{n}-{i}"] = response.json()["change"]["seq"]
 
@@ -264,17 +220,13 @@ def test_admins_racing_on_one_entity_lose_no_update(setup, server):
     for n in range(4):
         mine = [c.seq for c in log if c.request_id.startswith(f"a{n}-")]
         assert mine == sorted(mine) and [c.request_id for c in log if c.request_id.startswith(f"a{n}-")] == [
-            f"a{n}-{i}" for i in range(25)
-        ]
+            f"a{n}-{i}" for i in range(25)]
     replayed: set[tuple[str, str, str]] = set()
     for c in sorted(log, key=lambda c: c.seq):
         for item in c.asked:
             (replayed.add if c.kind == "grant" else replayed.discard)(tuple(item))
     held = {(g.principal, g.action, str(g.entity)) for g in world.grants}
     assert held == replayed
-    check = (
-        server.client(setup.root)
-        .post("/v1/check", json={**CHECK, "principal": "user:shared", "entity": "dataset:ns1.hot"})
-        .json()
-    )
+    check = server.client(setup.root).post("/v1/check", json={**CHECK, "principal": "user:shared",
+                                                               "entity": "dataset:ns1.hot"}).json()
     assert (check["decision"] == "allow") == (("user:shared", "READ", "dataset:ns1.hot") in replayed)

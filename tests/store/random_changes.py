@@ -15,44 +15,21 @@ from privilog.store import StoreError, open_store
 from privilog.store.deployment import Deployment
 
 PRINCIPALS = ["user:ann", "user:bob", "group:eng", "role:ops"]
-ENTITIES = [
-    "namespace:ns1",
-    "dataset:ns1.orders",
-    "application:ns1.etl",
-    "program:ns1.etl.service.api",
-    "namespace:ns2",
-    "dataset:ns2.clicks",
-]
+ENTITIES = ["namespace:ns1", "dataset:ns1.orders", "application:ns1.etl", "program:ns1.etl.service.api",
+            "namespace:ns2", "dataset:ns2.clicks"]
 ACTIONS = ["READ", "WRITE", "EXECUTE", "ADMIN"]
-OPERATIONS = {
-    "namespace": ["namespace.get", "namespace.update", "namespace.delete"],
-    "dataset": ["dataset.read", "dataset.write", "dataset.drop"],
-    "application": ["application.get", "application.delete"],
-    "program": ["program.start", "program.get"],
-}
+OPERATIONS = {"namespace": ["namespace.get", "namespace.update", "namespace.delete"],
+              "dataset": ["dataset.read", "dataset.write", "dataset.drop"],
+              "application": ["application.get", "application.delete"],
+              "program": ["program.start", "program.get"]}
 
 
 def random_change(rng: random.Random) -> tuple[str, list[Any]]:
     """A kind and its items, as an admin would ask."""
-    kind = rng.choice(
-        [
-            "grant",
-            "grant",
-            "grant",
-            "revoke",
-            "revoke",
-            "member.add",
-            "member.remove",
-            "entity.add",
-            "entity.add",
-            "entity.delete",
-            "role.drop",
-        ]
-    )
+    kind = rng.choice(["grant", "grant", "grant", "revoke", "revoke", "member.add", "member.remove",
+                       "entity.add", "entity.add", "entity.delete", "role.drop"])
     if kind in ("grant", "revoke"):
-        return kind, [
-            [rng.choice(PRINCIPALS), rng.choice(ACTIONS), rng.choice(ENTITIES)] for _ in range(rng.randint(1, 3))
-        ]
+        return kind, [[rng.choice(PRINCIPALS), rng.choice(ACTIONS), rng.choice(ENTITIES)] for _ in range(rng.randint(1, 3))]
     if kind.startswith("member."):
         member = rng.choice(["user:ann", "user:bob", "group:eng"])
         group = rng.choice([p for p in ["group:eng", "role:ops", "group:all"] if p != member])

@@ -80,9 +80,9 @@ def test_concurrent_admins_lose_no_update(store: SqlStore, store_url: str) -> No
         if entry.actor == "user:admin3":
             assert entry.applied == (entry.seq < removal.seq), entry
     assert all(actor == "user:admin3" for actor, _ in refused)
-    assert sorted((e.actor, e.request_id) for e in log if e.actor == "user:admin3" and not e.applied) == sorted(
-        (a, f"{a}-{s}") for a, s in refused
-    )
+    assert sorted(
+        (e.actor, e.request_id) for e in log if e.actor == "user:admin3" and not e.applied
+    ) == sorted((a, f"{a}-{s}") for a, s in refused)
 
 
 @pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)

@@ -64,9 +64,7 @@ def test_the_last_admin_cannot_be_removed_and_the_refusal_is_logged(store: SqlSt
 
 
 def test_revoke_member_remove_role_drop_and_entity_delete(store: SqlStore) -> None:
-    store.change(
-        "user:root", "entity.add", ["namespace:ns1", "application:ns1.a", "program:ns1.a.service.s", "namespace:ns2"]
-    )
+    store.change("user:root", "entity.add", ["namespace:ns1", "application:ns1.a", "program:ns1.a.service.s", "namespace:ns2"])
     store.change("user:root", "grant", [["role:r", "READ", "application:ns1.a"], ["user:u", "WRITE", "namespace:ns2"]])
     store.change("user:root", "member.add", [["user:u", "role:r"], ["user:v", "group:g"]])
     assert store.roles() == ["role:r"]
@@ -127,11 +125,8 @@ def small_world() -> World:
     e = EntityId.parse
     return World(
         entities={e("namespace:ns1"), e("dataset:ns1.orders"), e("application:ns1.etl")},
-        grants={
-            Grant("user:a", "READ", e("dataset:ns1.orders")),
-            Grant("role:r", "ADMIN", e("namespace:ns1")),
-            Grant("user:b", "WRITE", e("dataset:ns9.later")),
-        },
+        grants={Grant("user:a", "READ", e("dataset:ns1.orders")), Grant("role:r", "ADMIN", e("namespace:ns1")),
+                Grant("user:b", "WRITE", e("dataset:ns9.later"))},
         members={("user:a", "group:g"), ("group:g", "role:r")},
         admins={"user:root", "user:ops"},
     )
@@ -145,10 +140,7 @@ def test_import_counts_idempotence_and_snapshot_round_trip(store: SqlStore) -> N
     back, seq = store.snapshot()
     assert seq == store.last_seq() == 3
     assert (back.entities, back.grants, back.members, back.admins) == (
-        world.entities,
-        world.grants,
-        world.members,
-        world.admins,
+        world.entities, world.grants, world.members, world.admins
     )
     assert store.roles() == ["role:r"]
     assert store.changes_since(1)[0].kind == "import" and store.changes_since(1)[0].asked == (counts,)

@@ -53,9 +53,8 @@ def replicas(store_url: str, policy: Policy) -> Iterator[tuple[Deployment, Deplo
             deployment.store.close()
 
 
-def test_a_change_through_one_replica_reaches_the_other(
-    replicas: tuple[Deployment, Deployment], store_url: str
-) -> None:
+def test_a_change_through_one_replica_reaches_the_other(replicas: tuple[Deployment, Deployment],
+                                                         store_url: str) -> None:
     a, b = replicas
     lags = []
     for i in range(5):
@@ -66,9 +65,8 @@ def test_a_change_through_one_replica_reaches_the_other(
     print(f"\n{kind}: a change visible on the other replica after {', '.join(f'{x * 1000:.1f}' for x in lags)} ms")
 
 
-def test_replicas_agree_after_random_changes(
-    replicas: tuple[Deployment, Deployment], store_url: str, policy: Policy
-) -> None:
+def test_replicas_agree_after_random_changes(replicas: tuple[Deployment, Deployment], store_url: str,
+                                             policy: Policy) -> None:
     a, b = replicas
     rng = random.Random(14)
     with open_store(store_url, ACTIONS) as cli:  # a third writer, as `privilog store` on the command line
@@ -132,27 +130,18 @@ def test_two_processes_on_one_sqlite_file(store_url: str, policy: Policy) -> Non
             started = time.perf_counter()
             child = subprocess.run(
                 [sys.executable, "-m", "tests.store.random_changes", store_url, "7", "40"],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                timeout=120,
+                cwd=ROOT, capture_output=True, text=True, timeout=120,
                 env={**os.environ, "PYTHONPATH": str(ROOT)},
             )
             assert child.returncode == 0, child.stderr
             last = store.last_seq()
             assert last == 41
             lag = eventually(lambda: here.seq == last)
-            print(
-                f"\nsqlite: the other process's 40 changes ({time.perf_counter() - started:.2f} s), "
-                f"followed {lag * 1000:.0f} ms after the last"
-            )
+            print(f"\nsqlite: the other process's 40 changes ({time.perf_counter() - started:.2f} s), "
+                  f"followed {lag * 1000:.0f} ms after the last")
             probe = subprocess.run(
                 [sys.executable, "-c", _STATE_OF.format(url=store_url)],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
             )
             assert probe.returncode == 0, probe.stderr
             assert json.loads(probe.stdout) == json.loads(json.dumps(state(here)))
