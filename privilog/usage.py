@@ -23,3 +23,31 @@ class CommandParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+
+def count(text: str) -> int:
+    """An argparse type: a whole number of things, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, not {value}")
+    return value
+
+
+def add_least_privilege_options(p: argparse.ArgumentParser, verify: str, exact_limit: int) -> None:
+    """The options ``privilog unused`` and ``privilog pipeline unused`` share (``verify``: how each re-decides)."""
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help=f"{verify}: every request allowed before must stay allowed",
+    )
+    p.add_argument(
+        "--exact-limit",
+        type=count,
+        default=exact_limit,
+        metavar="N",
+        help=f"solve a part with at most N candidate grants exactly, larger ones greedily (default {exact_limit})",
+    )
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object (every grant listed)")

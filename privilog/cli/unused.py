@@ -15,7 +15,8 @@ import sys
 from typing import Any
 
 from privilog.cli.options import add_common, load_authorizer
-from privilog.usage import EXIT_DENY, EXIT_OK
+from privilog.engine.leastprivilege import EXACT_LIMIT
+from privilog.usage import EXIT_DENY, EXIT_OK, add_least_privilege_options
 
 DESCRIPTION = (
     "Least privilege over an access log: the grants no allowed request of the log could have used "
@@ -61,18 +62,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--log", required=True, help="the access log: CSV with a header, or JSON lines")
     add_common(p)
-    p.add_argument(
-        "--verify",
-        action="store_true",
-        help="apply the recommended removals to a copy of the world and decide the whole log again: "
-        "every request allowed before must stay allowed",
+    add_least_privilege_options(
+        p, "apply the recommended removals to a copy of the world and decide the whole log again", EXACT_LIMIT
     )
-    p.add_argument(
-        "--exact-limit",
-        type=int,
-        default=24,
-        metavar="N",
-        help="solve a part with at most N candidate grants exactly, larger ones greedily (default 24)",
-    )
-    p.add_argument("--json", action="store_true", help="print the report as one JSON object (every grant listed)")
     p.set_defaults(run=cmd_unused)

@@ -29,13 +29,13 @@ from privilog import dsl
 from privilog.engine.accesslog import Rejected
 from privilog.engine.decision import Request
 from privilog.engine.ids import EntityId
-from privilog.engine.leastprivilege import EXAMPLES, Evidence, Held, Report, report
+from privilog.engine.leastprivilege import EXACT_LIMIT, EXAMPLES, Evidence, Held, Report, report
 from privilog.engine.world import Grant
 from privilog.pipeline.context import Context, load_inputs, running, world_counts
 from privilog.pipeline.evaluate import decide_all
 from privilog.pipeline.inputs import Deployment, Requests, Vocabulary, encoded
-from privilog.pipeline.tables import PipelineError, Progress
-from privilog.usage import EXIT_DENY, EXIT_OK
+from privilog.pipeline.tables import Progress
+from privilog.usage import EXIT_DENY, EXIT_OK, add_least_privilege_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -63,20 +63,9 @@ def register(commands: Any, common: Any, reported: Any) -> None:
         description=DESCRIPTION,
     )
     common(q, requests=True)
-    q.add_argument(
-        "--verify",
-        action="store_true",
-        help="remove the recommended grants from the deployment and decide the whole log again: every "
-        "request allowed before must stay allowed",
+    add_least_privilege_options(
+        q, "remove the recommended grants from the deployment and decide the whole log again", EXACT_LIMIT
     )
-    q.add_argument(
-        "--exact-limit",
-        type=int,
-        default=24,
-        metavar="N",
-        help="solve a part with at most N candidate grants exactly, larger ones greedily (default 24)",
-    )
-    q.add_argument("--json", action="store_true", help="print the report as one JSON object (every grant listed)")
     q.set_defaults(run=reported(cmd_unused))
 
 
@@ -87,8 +76,6 @@ def cmd_unused(args: argparse.Namespace) -> int:
     from privilog.render.unused import render_unused, unused_json
 
     policy = dsl.load_policy(args.policy)
-    if args.exact_limit < 0:
-        raise PipelineError(f"--exact-limit is a count of grants, not {args.exact_limit}")
     with running(args, "unused") as context:
         vocabulary = Vocabulary(policy, context.instance)
         engine = context.engine(policy)

@@ -232,6 +232,23 @@ def test_a_log_that_cannot_be_read_is_one_line(tmp_path: Path, capsys: pytest.Ca
     assert "no such access log file" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["unused", "--world", str(SAMPLE), "--log", "log.csv"],
+        ["pipeline", "unused", "--entities", "e.csv", "--grants", "g.csv", "--requests", "log.csv", "--out", "out"],
+    ],
+)
+@pytest.mark.parametrize("limit", ["-1", "many", "2.5"])
+def test_an_exact_limit_that_is_not_a_count_is_refused_in_one_line(
+    command: list[str], limit: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both commands share the option (privilog.usage); refused before anything is read or Spark starts."""
+    assert main([*command, "--exact-limit", limit]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "argument --exact-limit: expected " in err and limit in err
+
+
 def test_the_readme_example_is_what_privilog_prints(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import re
     import shlex
