@@ -326,7 +326,7 @@ class Decided:
     table: DataFrame  # rid, principal, operation, entity, args, timestamp, decision, unmet
     rounds: int = 0
     cached: list[DataFrame] = field(default_factory=list)
-    needs: DataFrame | None = None  # with needs_for: rid, i, c, p, a, e (needs_of), persisted
+    needs: DataFrame | None = None  # with needs_for: rid, i, c, p, a, e (needs_of), settled (plan cut)
 
 
 def hierarchy(deployment: Deployment, requests: DataFrame) -> dict[str, DataFrame]:
