@@ -11,6 +11,11 @@ cached relation's partitioning only with adaptive execution off, and co-partitio
 a join on more keys than the partitioning only when told it need not require them
 all; :data:`SETTINGS` says both. An existing session (a test suite's, or one
 ``spark-submit`` made) is used as it is, with those settings applied.
+
+Over Spark Connect (``sc://HOST:PORT``: a notebook's, Databricks', a server started with
+``SparkConnectServer``) there is no JVM here: the session's runtime settings are sent to
+the server, and what has no Connect equivalent is done otherwise (:func:`is_connect`
+says which session this is; each use of the JVM says what stands in for it).
 """
 
 from __future__ import annotations
@@ -30,8 +35,17 @@ _PERSISTED: ContextVar[list[DataFrame] | None] = ContextVar("privilog_persisted"
 
 
 def persist(df: DataFrame) -> DataFrame:
-    """``df`` persisted (in memory, spilling to disk), and remembered by the run under way (:func:`released`)."""
-    kept = df.persist(StorageLevel.MEMORY_AND_DISK)
+    """``df`` persisted (in memory, spilling to disk), and remembered by the run under way (:func:`released`).
+
+    Over Spark Connect, ``df`` is computed now and its plan cut (a local checkpoint): a Connect
+    client sends the whole plan with every request, and the server analyses it anew each time,
+    a persisted part and all. The engine's fused plans are thousands of nodes: deciding 2,000
+    requests took minutes of the server's planning, and writing them ran its heap out.
+    """
+    if is_connect(df.sparkSession):
+        kept = df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+    else:
+        kept = df.persist(StorageLevel.MEMORY_AND_DISK)
     run = _PERSISTED.get()
     if run is not None:
         run.append(kept)
@@ -68,15 +82,24 @@ def released() -> Iterator[None]:
         collect_garbage()
 
 
+def is_connect(session: SparkSession) -> bool:
+    """Whether ``session`` is a Spark Connect client's (no JVM, no SparkContext here)."""
+    return type(session).__module__.startswith("pyspark.sql.connect")
+
+
 def collect_garbage() -> None:
     """Let Spark free what a finished run left: its broadcasts and shuffles are cleaned once the
     JVM's collector finds nothing refers to them, which it may not do for half an hour (Spark's
-    periodic GC) while the driver's heap fills. Python's references to JVM objects go first."""
+    periodic GC) while the driver's heap fills. Python's references to JVM objects go first.
+
+    Over Spark Connect the driver is the server's: what a session cached is released when the
+    client drops its references (``unpersist``, done by :func:`released`), and its collector
+    is the server's own to run."""
     import gc
 
     gc.collect()
     active = SparkSession.getActiveSession()
-    if active is not None:
+    if active is not None and not is_connect(active):
         active.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
 
 
@@ -101,13 +124,28 @@ SETTINGS = {
 }
 
 
+def connect_session(remote: str, partitions: int | None = None, app_name: str = "privilog") -> SparkSession:
+    """A Spark Connect session with the server at ``remote`` (``sc://HOST:PORT``), the engine's settings sent.
+
+    Only runtime settings cross: the driver's memory, the master, the UI and the catalog are the
+    server's, set where it was started.
+    """
+    builder = SparkSession.builder.remote(remote).appName(app_name)
+    for key, value in {"spark.sql.shuffle.partitions": str(partitions or DEFAULT_PARTITIONS), **SETTINGS}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
 def make_session(
     master: str | None = None,
     driver_memory: str | None = None,
     partitions: int | None = None,
     app_name: str = "privilog",
+    catalog: dict[str, str] | None = None,
 ) -> SparkSession:
-    """The active session, or a new one: ``master`` (default ``local[*]``), UI and progress bar off."""
+    """The active session, or a new one: ``master`` (default ``local[*]``), UI and progress bar off;
+    ``catalog``: static settings of the session's catalog (a warehouse and metastore, see
+    privilog.pipeline.catalog), applied only to a session made here."""
     active = SparkSession.getActiveSession()
     if active is not None:
         if partitions is not None:
@@ -137,11 +175,14 @@ def make_session(
         "spark.ui.retainedTasks": "10000",
         "spark.ui.retainedDeadExecutors": "10",
         **SETTINGS,
+        **(catalog or {}),
     }
     if submitted and driver_memory is None:
         del settings["spark.driver.memory"]  # spark-submit's own --driver-memory holds
     for key, value in settings.items():
         builder = builder.config(key, value)
+    if catalog:
+        builder = builder.enableHiveSupport()
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session

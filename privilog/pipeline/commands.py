@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from privilog import dsl
 from privilog.engine.ids import DEFAULT_INSTANCE
+from privilog.pipeline.catalog import MODES
 from privilog.pipeline.context import load_inputs, load_world, running, world_counts
 from privilog.pipeline.evaluate import decide_all, visibility
 from privilog.pipeline.inputs import Vocabulary, check_requests, number_requests
@@ -22,7 +23,6 @@ from privilog.pipeline.show import render_summary
 from privilog.pipeline.tables import (
     FORMATS,
     PipelineError,
-    read_written,
     require_spark,
 )
 
@@ -59,8 +59,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
     print(render_summary(summary))
     print(
         f"decided {allowed + denied:,} requests: {allowed:,} allowed, {denied:,} denied; "
-        f"{context.run.outputs['rejects'].rows:,} rows rejected; wrote {context.out} ({written.format}: decisions, "
-        "rejects)"
+        f"{context.run.outputs['rejects'].rows:,} rows rejected; {context.wrote_line(['decisions', 'rejects'])}"
     )
     return 0
 
@@ -114,7 +113,7 @@ def cmd_visibility(args: argparse.Namespace) -> int:
         context.progress("done")
     print(
         f"{written.rows:,} (principal, entity) pairs visible; {context.run.outputs['rejects'].rows:,} rows rejected; "
-        f"wrote {context.out} ({written.format}: visibility, rejects)"
+        f"{context.wrote_line(['visibility', 'rejects'])}"
     )
     return 0
 
@@ -162,7 +161,7 @@ def cmd_impact(args: argparse.Namespace) -> int:
             F.first("unmet_b").alias("unmet_b"),
         )
         context.write("changes", changes)
-        written = read_written(context.spark, context.run.path("changes"), context.run.format)
+        written = context.read_back("changes")
         by_operation = written.groupBy("operation").agg(
             F.sum(F.when(F.col("decision_a") == "allow", 1).otherwise(0)).alias("allow_to_deny"),
             F.sum(F.when(F.col("decision_a") == "deny", 1).otherwise(0)).alias("deny_to_allow"),
@@ -195,8 +194,8 @@ def cmd_impact(args: argparse.Namespace) -> int:
             )
     total = sum(int(r["allow_to_deny"]) + int(r["deny_to_allow"]) for r in rows)
     print(
-        f"{total:,} changed; {context.run.outputs['rejects'].rows:,} rows rejected; wrote {context.out} "
-        f"({context.run.format}: changes, by_operation, rejects)"
+        f"{total:,} changed; {context.run.outputs['rejects'].rows:,} rows rejected; "
+        f"{context.wrote_line(['changes', 'by_operation', 'rejects'])}"
     )
     return 1 if total else 0
 
@@ -235,6 +234,23 @@ def _reported(command: Callable[[argparse.Namespace], int]) -> Callable[[argpars
     return run
 
 
+def spark_options(q: argparse.ArgumentParser) -> None:
+    """Where Spark runs: --master, --remote, --driver-memory, --warehouse (pipeline commands and generate)."""
+    q.add_argument("--master", help="Spark master URL (default local[*]; spark-submit sets its own)")
+    q.add_argument(
+        "--remote",
+        metavar="sc://HOST:PORT",
+        help="run on a Spark Connect server instead of starting Spark here (default: $SPARK_REMOTE)",
+    )
+    q.add_argument("--driver-memory", help="Spark driver memory (default: half the machine's, 2g-16g)")
+    q.add_argument(
+        "--warehouse",
+        metavar="DIR",
+        help="keep the catalog (tables and metastore) of the Spark started here in DIR, for table:NAME and "
+        "--out-table",
+    )
+
+
 def register(sub: Any) -> None:
     """Add ``privilog pipeline`` (decide, visibility, impact) and ``privilog generate``."""
     from privilog.pipeline import generate, report, show, unused
@@ -248,7 +264,9 @@ def register(sub: Any) -> None:
     commands = p.add_subparsers(dest="pipeline_command", required=True, parser_class=type(p))
 
     def common(q: argparse.ArgumentParser, requests: bool, policy: bool = True) -> None:
-        q.add_argument("--entities", required=True, help="the inventory: a table with the column entity")
+        q.add_argument(
+            "--entities", required=True, help="the inventory: a table with the column entity" + catalog_inputs
+        )
         q.add_argument("--grants", required=True, help="a table with the columns principal, action, entity")
         q.add_argument("--members", help="a table with the columns principal, group")
         if requests:
@@ -259,15 +277,25 @@ def register(sub: Any) -> None:
             )
         q.add_argument(
             "--out",
-            required=True,
             help="the run's folder: written beside it, then moved into place whole, with run.json",
         )
         q.add_argument("--out-format", choices=FORMATS, default="parquet", help="the tables' format (default parquet)")
+        q.add_argument(
+            "--out-table",
+            metavar="DB.PREFIX",
+            help="instead of --out: the run's tables in the catalog, DB.PREFIX_decisions, ..., and its manifest "
+            "as a row of DB.PREFIX_runs",
+        )
+        q.add_argument(
+            "--table-mode",
+            choices=MODES,
+            default="append",
+            help="--out-table: add this run to the tables (each row with its run_id), or replace them (default append)",
+        )
         if policy:
             q.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
         q.add_argument("--format", choices=FORMATS, help="the input format (default: from each file's name)")
-        q.add_argument("--master", help="Spark master URL (default local[*]; spark-submit sets its own)")
-        q.add_argument("--driver-memory", help="Spark driver memory (default: half the machine's, 2g-16g)")
+        spark_options(q)
         q.add_argument("--partitions", type=int, default=None, help="Spark shuffle partitions (default 4)")
         q.add_argument("--instance", default=DEFAULT_INSTANCE, help="the CDAP instance name (default cdap)")
         q.add_argument(
@@ -280,6 +308,7 @@ def register(sub: Any) -> None:
         q.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
         q.add_argument("--trace", action="store_true", help="also print each join as the engine plans it")
 
+    catalog_inputs = "; any input may be table:NAME, a table of the session's catalog"
     q = commands.add_parser(
         "decide",
         help="decide every request of an access log",

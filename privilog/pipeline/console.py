@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from privilog.pipeline.tables import Progress
 
@@ -101,17 +101,28 @@ def quiet_jvm() -> Iterator[None]:
 
 
 class Heartbeat:
-    """A progress line every ``every`` seconds of silence while a Spark job runs (a daemon thread)."""
+    """A progress line every ``every`` seconds of silence while a Spark job runs (a daemon thread).
+
+    What the stages have done comes from the SparkContext's status tracker, or, over Spark
+    Connect (no SparkContext here), from the progress the server streams with each
+    operation's results (a handler registered with the session).
+    """
 
     def __init__(self, spark: SparkSession, progress: Progress, every: float = 10.0):
+        from privilog.engine.spark.session import is_connect
+
         self.spark = spark
         self.progress = progress
         self.every = every
+        self.connect = is_connect(spark)
+        self._streamed: list[tuple[int, int]] = []  # over Connect: (tasks done, tasks) of each running stage
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="privilog-heartbeat", daemon=True)
 
     def __enter__(self) -> Heartbeat:
         if not self.progress.quiet:
+            if self.connect:
+                self.spark.registerProgressHandler(self._progressed)  # type: ignore[arg-type]  # its __call__'s shape
             self._thread.start()
         return self
 
@@ -119,15 +130,26 @@ class Heartbeat:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+            if self.connect:
+                self.spark.removeProgressHandler(self._progressed)  # type: ignore[arg-type]
+
+    def _progressed(self, stages: Any, inflight_tasks: int, operation_id: str | None, done: bool) -> None:
+        """Spark Connect's progress of the operation under way (pyspark's ProgressHandler)."""
+        running = [] if done else [s for s in stages or () if not s.done]
+        self._streamed = [(s.num_completed_tasks, s.num_tasks) for s in running]
 
     def status(self) -> str:
         """What the running Spark stages have done, or that the driver works alone."""
-        tracker = self.spark.sparkContext.statusTracker()
-        stages = [s for s in (tracker.getStageInfo(i) for i in tracker.getActiveStageIds()) if s is not None]
+        if self.connect:
+            stages = list(self._streamed)
+        else:
+            tracker = self.spark.sparkContext.statusTracker()
+            infos = [s for s in (tracker.getStageInfo(i) for i in tracker.getActiveStageIds()) if s is not None]
+            stages = [(s.numCompletedTasks, s.numTasks) for s in infos]
         if not stages:
             return "no Spark stage running (the driver is planning)"
-        done = sum(s.numCompletedTasks for s in stages)
-        total = sum(s.numTasks for s in stages)
+        done = sum(d for d, _ in stages)
+        total = sum(t for _, t in stages)
         running = f"{len(stages)} Spark stage{'s' if len(stages) != 1 else ''}"
         return f"{running} running, {done:,} of {total:,} tasks done"
 

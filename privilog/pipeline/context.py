@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from privilog import dsl
 from privilog.dsl.ir import Policy
 from privilog.engine.program import compile_policy
+from privilog.pipeline.catalog import CatalogRun, is_table, require_catalog, table_name
 from privilog.pipeline.console import Heartbeat, quiet_jvm
 from privilog.pipeline.inputs import (
     Deployment,
@@ -32,6 +33,7 @@ from privilog.pipeline.tables import (
     PipelineError,
     Progress,
     infer_format,
+    is_uri,
     read_table,
     read_written,
     spark_session,
@@ -53,7 +55,7 @@ class Context:
 
     spark: SparkSession
     progress: Progress
-    run: Staging
+    run: Staging | CatalogRun  # a folder (--out) or catalog tables (--out-table)
     instance: str
     fmt: str | None
     local_rows: int | None = None
@@ -62,14 +64,19 @@ class Context:
     inputs: dict[str, tuple[str, str, DataFrame]] = field(default_factory=dict)  # table -> path, format, rows
 
     @property
-    def out(self) -> Path:
+    def out(self) -> Path | str:
         return self.run.out
 
     def table(self, path: str | None, table: str) -> DataFrame | None:
         if path is None:
             return None
         df = read_table(self.spark, path, self.fmt, table)
-        self.inputs[table] = (os.path.abspath(path), self.fmt or infer_format(Path(path)), df)
+        if is_table(path):
+            self.inputs[table] = (path, "table", df)
+        elif is_uri(path):
+            self.inputs[table] = (path, self.fmt or infer_format(Path(path.rstrip("/"))), df)
+        else:
+            self.inputs[table] = (os.path.abspath(path), self.fmt or infer_format(Path(path)), df)
         self.progress(f"reading {table} from {path}")
         return df
 
@@ -83,13 +90,35 @@ class Context:
         return SparkEngine(compile_policy(policy), self.spark, settings, progress=self.progress)
 
     def write(self, name: str, df: DataFrame) -> Output:
-        """Write a table of the run (into its staging folder), and count what was written."""
-        path = self.run.table(name)
-        self.progress(f"writing {name} ({self.run.format})")
-        columns = write_table(df, path, self.run.format)
-        output = Output(name, self.run.format, columns, read_written(self.spark, path, self.run.format).count())
+        """Write a table of the run (into its staging folder, or the catalog), and count what was written."""
+        if isinstance(self.run, CatalogRun):
+            self.progress(f"writing {name} (table {self.run.path(name)}, {self.run.mode})")
+            columns = self.run.write(name, df)
+        else:
+            path = self.run.table(name)
+            self.progress(f"writing {name} ({self.run.format})")
+            columns = write_table(df, path, self.run.format)
+        output = Output(name, self.run.format, columns, self.read_back(name).count())
         self.run.wrote(output)
         return output
+
+    def read_back(self, name: str) -> DataFrame:
+        """The table ``name`` as this run wrote it (a CSV's nested columns stay JSON text)."""
+        if isinstance(self.run, CatalogRun):
+            return self.run.read_back(name)
+        return read_written(self.spark, self.run.path(name), self.run.format)
+
+    def wrote_line(self, names: list[str]) -> str:
+        """Where the run's tables went, for a command's last line."""
+        if isinstance(self.run, CatalogRun):
+            return f"{self.run.described(names)}"
+        return f"wrote {self.out} ({self.run.format}: {', '.join(names)})"
+
+    def rejects_at(self) -> str:
+        """Where the run's rejects are, for a line pointing at them."""
+        if isinstance(self.run, CatalogRun):
+            return f"{self.run.path('rejects')} (run_id {self.run.id})"
+        return str(Path(self.out) / "rejects")
 
     def write_rejects(self) -> DataFrame:
         """Write the rejects table; it, as written (for counting)."""
@@ -97,11 +126,11 @@ class Context:
         for part in self.rejects:
             combined = combined.union(part)
         output = self.write("rejects", combined.coalesce(1))
-        written = read_written(self.spark, self.run.path("rejects"), self.run.format)
+        written = self.read_back("rejects")
         if output.rows:
             counts = {r["table"]: int(r["count"]) for r in written.groupBy("table").count().collect()}
             described = ", ".join(f"{n:,} {t}" for t, n in sorted(counts.items()))
-            self.progress(f"rejected {output.rows:,} rows ({described}): see {self.out / 'rejects'}")
+            self.progress(f"rejected {output.rows:,} rows ({described}): see {self.rejects_at()}")
         return written
 
     def read_counts(self) -> dict[str, int]:
@@ -132,12 +161,16 @@ class Context:
             balance(inputs)
         except PipelineError as error:
             kept = self.run.keep()
-            raise PipelineError(f"{error}; the run's tables are left in {kept}, and {self.out} is unchanged") from None
+            unchanged = "" if isinstance(self.run, CatalogRun) else f", and {self.out} is unchanged"
+            raise PipelineError(f"{error}; the run's tables are left in {kept}{unchanged}") from None
         return inputs
 
     def finish(self, policies: list[tuple[str, Policy]], inputs: dict[str, Any], **fields: Any) -> None:
         """Write the manifest and move the run into place."""
-        self.progress(f"moving the run into {self.out}")
+        if isinstance(self.run, CatalogRun):
+            self.progress(f"recording the run in {self.run.path('runs')}")
+        else:
+            self.progress(f"moving the run into {self.out}")
         self.run.publish(
             policies=[policy_record(name, policy_file(name)) for name, _ in policies],
             inputs=inputs,
@@ -163,21 +196,55 @@ def privilog_version() -> str:
 
 @contextlib.contextmanager
 def running(args: argparse.Namespace, command: str) -> Iterator[Context]:
-    """A run: its output folder staged and locked, a Spark session, a heartbeat while Spark works;
-    what the run persisted is unpersisted when it ends (the session may outlive it)."""
+    """A run: a Spark session, its output folder staged and locked (or its catalog tables), a
+    heartbeat while Spark works; what the run persisted is unpersisted when it ends (the session
+    may outlive it)."""
     from pyspark.sql import SparkSession
 
     from privilog.engine.spark.session import released
 
     progress = Progress(quiet=getattr(args, "quiet", False))
-    with Staging(Path(args.out), command, args.out_format) as run:
+    out, out_table = getattr(args, "out", None), getattr(args, "out_table", None)
+    if (out is None) == (out_table is None):
+        raise PipelineError("say where the run goes: --out FOLDER (its tables as files) or --out-table DB.PREFIX")
+    remote = args.remote or os.environ.get("SPARK_REMOTE") or None
+    check_catalog_use(args, remote)
+
+    def session() -> SparkSession:
+        if remote is not None:
+            progress(f"connecting to Spark Connect at {remote}")
+            return spark_session(args.master, args.driver_memory, args.partitions, remote=remote)
         progress(f"starting Spark ({args.master or 'local[*]'})")
         # a JVM started here has its own lines filtered (one already running keeps its stderr)
         with quiet_jvm() if SparkSession.getActiveSession() is None else contextlib.nullcontext():
-            spark = spark_session(args.master, args.driver_memory, args.partitions)
+            return spark_session(args.master, args.driver_memory, args.partitions, warehouse=args.warehouse)
+
+    if out_table is not None:
+        table_name(out_table, "--out-table")  # refused before Spark starts
+        spark = session()
+        sink: contextlib.AbstractContextManager[Staging | CatalogRun] = contextlib.nullcontext(
+            CatalogRun(spark, out_table, command, args.table_mode)
+        )
+    else:
+        assert out is not None
+        sink = Staging(Path(out), command, args.out_format)
+    with sink as run:
+        if out_table is None:
+            spark = session()
         context = Context(spark, progress, run, args.instance, args.format, args.local_rows, args.trace)
         with Heartbeat(spark, progress), released():  # the run's caches go with it
             yield context
+
+
+def check_catalog_use(args: argparse.Namespace, remote: str | None) -> None:
+    """Refuse, before Spark starts, catalog tables that a local session would have nowhere to keep."""
+    names = [getattr(args, t, None) for t in ("entities", "grants", "members", "requests")]
+    for option, value in zip(("--entities", "--grants", "--members", "--requests"), names, strict=True):
+        if is_table(value):
+            assert value is not None
+            table_name(value[len("table:") :], option)
+    if any(is_table(n) for n in names) or getattr(args, "out_table", None) is not None:
+        require_catalog(remote, args.warehouse)
 
 
 def load_world(context: Context, vocabulary: Vocabulary, args: argparse.Namespace, report: bool = True) -> Deployment:

@@ -29,8 +29,10 @@ import argparse
 import bisect
 import csv
 import datetime as dt
+import functools
 import itertools
 import json
+import os
 import random
 import shutil
 import sys
@@ -39,12 +41,15 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from privilog import dsl
 from privilog.dsl.ir import Operation, Policy
 from privilog.engine.ids import PROGRAM_KINDS
 from privilog.pipeline.tables import FORMATS, TABLES
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 ACTIONS = ("READ", "WRITE", "EXECUTE", "ADMIN")
 
@@ -397,8 +402,10 @@ def generate(
     bad: int = 0,
     policy: Policy | None = None,
     progress: Callable[[str], None] = lambda _line: None,
+    session: Callable[[], SparkSession] | None = None,
 ) -> Summary:
-    """Write a deployment to ``out``; the same arguments always give the same files."""
+    """Write a deployment to ``out``; the same arguments always give the same files. A Parquet one is
+    written through Spark: ``session``'s (default: a local one)."""
     started = time.monotonic()
     policy = policy or dsl.load_policy("cdap")
     rng = random.Random(f"privilog-generate-{seed}")
@@ -433,19 +440,31 @@ def generate(
             writer.close()
     rows = {t: w.rows for t, w in writers.items()}
     if fmt == "parquet":
-        _to_parquet(staging, out, progress)
+        _to_parquet(staging, out, progress, session() if session is not None else None)
         shutil.rmtree(staging)
     return Summary(out, rows, bad, round(time.monotonic() - started, 1))
 
 
-def _to_parquet(staging: Path, out: Path, progress: Callable[[str], None]) -> None:
+def _to_parquet(staging: Path, out: Path, progress: Callable[[str], None], spark: SparkSession | None = None) -> None:
     from privilog.pipeline.tables import read_table, spark_session
 
-    spark = spark_session()
+    spark = spark or spark_session()
     for table in TABLES:
         target = table_path(out, table, "parquet")
         read_table(spark, table_path(staging, table, "csv"), "csv", table).write.mode("overwrite").parquet(str(target))
         progress(f"generate: wrote {target}")
+
+
+def to_catalog(spark: SparkSession, out: Path, fmt: str, prefix: str, progress: Callable[[str], None]) -> None:
+    """The generated tables of ``out``, loaded into the catalog as ``PREFIX_entities``, ... (replacing them)."""
+    from privilog.pipeline.catalog import write_catalog_tables
+    from privilog.pipeline.tables import TABLES as COLUMNS
+    from privilog.pipeline.tables import read_table
+
+    for table in TABLES:
+        df = read_table(spark, table_path(out, table, fmt), fmt, table).select(*COLUMNS[table])
+        write_catalog_tables(spark, {table: df}, prefix, "replace")
+        progress(f"generate: wrote the table {prefix}_{table}")
 
 
 # ---- command line ---------------------------------------------------------------------
@@ -467,6 +486,15 @@ def register(sub: Any) -> None:
     p.add_argument("--format", choices=FORMATS, default="csv", help="csv (default), json (lines) or parquet")
     p.add_argument("--bad-rows", type=_count, default=0, metavar="N", help="add N bad rows to each table")
     p.add_argument("--policy", default="cdap", help="draw operations from this policy (default cdap)")
+    p.add_argument(
+        "--out-table",
+        metavar="DB.PREFIX",
+        help="also load the four tables into the catalog as DB.PREFIX_entities, ... (replacing them), read "
+        "from --out by Spark",
+    )
+    from privilog.pipeline.commands import spark_options
+
+    spark_options(p)
     p.set_defaults(run=run)
 
 
@@ -478,13 +506,25 @@ def _count(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.format == "parquet":  # written through Spark: say so before writing anything
+    from privilog.pipeline.catalog import require_catalog, table_name
+
+    spark = args.format == "parquet" or args.out_table is not None
+    if spark:  # written through Spark: say so, and refuse what cannot be, before writing anything
         from privilog.pipeline.tables import require_spark
 
         require_spark()
+        if args.out_table is not None:
+            table_name(args.out_table, "--out-table")
+            require_catalog(args.remote or os.environ.get("SPARK_REMOTE"), args.warehouse)
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
+
+    @functools.cache
+    def session() -> SparkSession:
+        from privilog.pipeline.tables import spark_session
+
+        return spark_session(args.master, args.driver_memory, None, remote=args.remote, warehouse=args.warehouse)
 
     summary = generate(
         Path(args.out),
@@ -496,7 +536,11 @@ def run(args: argparse.Namespace) -> int:
         args.bad_rows,
         dsl.load_policy(args.policy),
         progress,
+        session if spark else None,
     )
+    if args.out_table is not None:
+        to_catalog(session(), summary.out, args.format, args.out_table, progress)
     described = ", ".join(f"{rows:,} {table}" for table, rows in summary.rows.items())
-    print(f"wrote {described} to {summary.out} ({args.format}, {summary.seconds:.1f}s)")
+    tables = f"; tables {args.out_table}_*" if args.out_table is not None else ""
+    print(f"wrote {described} to {summary.out} ({args.format}, {summary.seconds:.1f}s){tables}")
     return 0

@@ -6,6 +6,7 @@ tables these read.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from privilog.dsl.errors import PrivilogError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 
 TABLES: dict[str, tuple[str, ...]] = {
@@ -63,20 +64,80 @@ def require_spark() -> None:
 
 
 def spark_session(
-    master: str | None = None, driver_memory: str | None = None, partitions: int | None = None
+    master: str | None = None,
+    driver_memory: str | None = None,
+    partitions: int | None = None,
+    remote: str | None = None,
+    warehouse: str | None = None,
 ) -> SparkSession:
-    """The pipeline's Spark session (see engine.spark.session).
+    """The pipeline's Spark session (see engine.spark.session): local or ``master``'s, or over
+    Spark Connect to ``remote`` (else ``SPARK_REMOTE``); ``warehouse``: a folder keeping the
+    catalog's tables and its metastore (privilog.pipeline.catalog), for a session made here.
 
     Spark's own choice of what to broadcast is off: it judges a cached table by its
     compressed size, and at 10^7 requests broadcast the decisions table it was about to
     write (out of memory). The engine and the pipeline say what to broadcast themselves.
     """
     require_spark()
-    from privilog.engine.spark.session import make_session
+    from privilog.engine.spark.session import connect_session, make_session
 
-    session = make_session(master, driver_memory, partitions, app_name="privilog-pipeline")
+    remote = remote or os.environ.get("SPARK_REMOTE") or None
+    if remote is not None:
+        check_remote(remote, master, driver_memory, warehouse)
+        require_connect()
+        session = connect_session(remote, partitions, app_name="privilog-pipeline")
+    else:
+        from privilog.pipeline.catalog import warehouse_settings
+
+        catalog = warehouse_settings(warehouse) if warehouse is not None else None
+        session = make_session(master, driver_memory, partitions, app_name="privilog-pipeline", catalog=catalog)
     session.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     return session
+
+
+def check_remote(remote: str, master: str | None, driver_memory: str | None, warehouse: str | None) -> None:
+    """Refuse, in one line, a Spark Connect address that is not one, or options that only a driver
+    started here would take; and a server that does not answer (the client would retry for minutes)."""
+    import socket
+    from urllib.parse import urlparse
+
+    for option, value, why in (
+        ("--master", master, "the server runs on its own master"),
+        ("--driver-memory", driver_memory, "the driver is the server's, its memory set where it starts"),
+        ("--warehouse", warehouse, "the catalog is the server's"),
+    ):
+        if value is not None:
+            raise PipelineError(f"{option} cannot be used with --remote (Spark Connect): {why}")
+    where = urlparse(remote)
+    try:
+        port = where.port or 15002
+    except ValueError:
+        port = None
+    if where.scheme != "sc" or not where.hostname or port is None:
+        raise PipelineError(f"--remote {remote}: a Spark Connect address is sc://HOST:PORT (such as sc://127.0.0.1:15002)")
+    try:
+        socket.create_connection((where.hostname, port), timeout=CONNECT_TIMEOUT).close()
+    except OSError as error:
+        raise PipelineError(
+            f"--remote {remote}: no Spark Connect server answers at {where.hostname}:{port} "
+            f"({error.strerror or error}); start one (start-connect-server.sh) or check the address"
+        ) from None
+
+
+CONNECT_TIMEOUT = 10.0  # seconds to wait for the Spark Connect server's port to answer
+
+
+def require_connect() -> None:
+    """One line naming what to install when Spark Connect's client libraries are not there."""
+    try:
+        import grpc  # noqa: F401
+        import pandas  # noqa: F401
+        from google.rpc import status_pb2  # noqa: F401
+    except ImportError as error:
+        raise PipelineError(
+            f"--remote needs Spark Connect's client libraries ({error.name} is missing): "
+            "install privilog with its spark extra, `pip install 'privilog[spark]'`"
+        ) from None
 
 
 def infer_format(path: Path) -> str:
@@ -95,14 +156,21 @@ def infer_format(path: Path) -> str:
 
 
 def read_table(spark: SparkSession, path: Path | str, fmt: str | None, table: str) -> DataFrame:
-    """A table's columns as strings; ``args`` and ``timestamp`` of requests may be absent."""
+    """A table's columns as strings; ``args`` and ``timestamp`` of requests may be absent.
+
+    ``path`` is a file or folder, a URI every executor reaches (``hdfs://``, ``s3a://``, ...),
+    or ``table:NAME``, a table of the session's catalog (privilog.pipeline.catalog).
+    """
     from pyspark.sql import functions as F
 
-    path = Path(path)
-    if not path.exists():
+    from privilog.pipeline.catalog import is_table, read_catalog_table
+
+    if is_table(str(path)):
+        return read_catalog_table(spark, str(path), table)
+    local = not is_uri(str(path))
+    if local and not Path(path).exists():
         raise PipelineError(f"{path}: no such file or folder (the {table} table)")
-    fmt = fmt or infer_format(path)
-    columns = TABLES[table]
+    fmt = fmt or infer_format(Path(path) if local else Path(str(path).rstrip("/")))
     if fmt == "csv":
         df = spark.read.option("header", True).option("escape", '"').option("mode", "PERMISSIVE").csv(str(path))
     elif fmt == "json":
@@ -112,13 +180,6 @@ def read_table(spark: SparkSession, path: Path | str, fmt: str | None, table: st
         df = spark.read.parquet(str(path))
     else:
         raise PipelineError(f"unknown format `{fmt}`: formats are {', '.join(FORMATS)}")
-    optional = ("args", "timestamp") if table == "requests" else ()
-    missing = [c for c in columns if c not in df.columns and c not in optional]
-    if missing:
-        raise PipelineError(
-            f"{path}: the {table} table needs the columns {', '.join(columns)}; "
-            f"missing {', '.join(missing)} (found {', '.join(df.columns) or 'none'})"
-        )
     # Where each row was read, for its reject: the file, the split of it, and an id that grows
     # with the row within the split (see privilog.pipeline.inputs.located).
     source = (
@@ -126,6 +187,27 @@ def read_table(spark: SparkSession, path: Path | str, fmt: str | None, table: st
         F.col("_metadata.file_block_start").alias("_block"),
         F.monotonically_increasing_id().alias("_mid"),
     )
+    return columns_read(df, str(path), table, source)
+
+
+def is_uri(path: str) -> bool:
+    """Whether ``path`` names its filesystem (``hdfs://...``, ``s3a://...``, ``file:///...``)."""
+    return "://" in path
+
+
+def columns_read(df: DataFrame, where: str, table: str, source: tuple[Column, ...]) -> DataFrame:
+    """The columns of ``table`` from ``df`` as strings (a missing optional one as nulls), and ``source``:
+    where each row was read. A missing required column is one line naming what was found."""
+    from pyspark.sql import functions as F
+
+    columns = TABLES[table]
+    optional = ("args", "timestamp") if table == "requests" else ()
+    missing = [c for c in columns if c not in df.columns and c not in optional]
+    if missing:
+        raise PipelineError(
+            f"{where}: the {table} table needs the columns {', '.join(columns)}; "
+            f"missing {', '.join(missing)} (found {', '.join(df.columns) or 'none'})"
+        )
     present = (F.col(c).cast("string").alias(c) if c in df.columns else None for c in columns)
     return df.select(
         *(c if c is not None else F.lit(None).cast("string").alias(n) for c, n in zip(present, columns, strict=True)),

@@ -128,8 +128,8 @@ def cmd_unused(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(unused_json(found, rejected, shown)))
     else:
-        print(render_unused(found, rejected, shown, changed, rejects_in=f"{context.out / 'rejects'} has every one"))
-        print(f"wrote {context.out} ({context.run.format}: unused, sole, removals, principals, rejects)")
+        print(render_unused(found, rejected, shown, changed, rejects_in=f"{context.rejects_at()} has every one"))
+        print(context.wrote_line(["unused", "sole", "removals", "principals", "rejects"]))
     if verified and verified[0]:
         print(f"privilog: unused: {verified[0]:,} allowed requests would be denied: please report it", file=sys.stderr)
         return EXIT_DENY
