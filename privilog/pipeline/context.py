@@ -207,6 +207,8 @@ def running(args: argparse.Namespace, command: str) -> Iterator[Context]:
     out, out_table = getattr(args, "out", None), getattr(args, "out_table", None)
     if (out is None) == (out_table is None):
         raise PipelineError("say where the run goes: --out FOLDER (its tables as files) or --out-table DB.PREFIX")
+    if out_table is not None:
+        table_name(out_table, "--out-table")  # refused before Spark starts
     remote = args.remote or os.environ.get("SPARK_REMOTE") or None
     check_catalog_use(args, remote)
 
@@ -220,7 +222,6 @@ def running(args: argparse.Namespace, command: str) -> Iterator[Context]:
             return spark_session(args.master, args.driver_memory, args.partitions, warehouse=args.warehouse)
 
     if out_table is not None:
-        table_name(out_table, "--out-table")  # refused before Spark starts
         spark = session()
         sink: contextlib.AbstractContextManager[Staging | CatalogRun] = contextlib.nullcontext(
             CatalogRun(spark, out_table, command, args.table_mode)

@@ -326,7 +326,7 @@ class Decided:
     table: DataFrame  # rid, principal, operation, entity, args, timestamp, decision, unmet
     rounds: int = 0
     cached: list[DataFrame] = field(default_factory=list)
-    needs: DataFrame | None = None  # with needs_for: rid, i, c, p, a, e (needs_of), settled (plan cut)
+    needs: DataFrame | None = None  # with needs_for: rid, i, c, p, a, e (needs_of), persisted (plan cut)
 
 
 def hierarchy(deployment: Deployment, requests: DataFrame) -> dict[str, DataFrame]:
@@ -380,7 +380,7 @@ def decide_fused(
     from privilog.engine.spark.evaluate import Evaluation
     from privilog.engine.spark.fused import HIERARCHY, JUSTIFY_OUTPUTS, OUTPUTS, FusedDecisions, why_not
     from privilog.engine.spark.plan import Relation, Size
-    from privilog.engine.spark.session import persist, settled
+    from privilog.engine.spark.session import persist
     from privilog.engine.unfold import NotCompiled
 
     reason = why_not(engine)
@@ -440,7 +440,7 @@ def decide_fused(
         # needs of every request, read through the decisions' plan, ran out of memory at 10^6 in
         # one stage of dozens of chained sorts. Each output is computed apart, and kept.
         chosen = part.where(F.col("decision") == "allow").select("rid").join(needs_for, on="rid", how="left_semi")
-        few = settled(frame.join(chosen, on="rid", how="left_semi"))
+        few = persist(frame.join(chosen, on="rid", how="left_semi"))
         progress(f"gathering the grants that can justify each of {few.count():,} distinct allowed requests")
         justify = {name: n for name, n in JUSTIFY_OUTPUTS.items() if name != "allowed"}
         try:
@@ -451,8 +451,8 @@ def decide_fused(
             progress("not fused (the grants behind a decision do not compile): deciding by generic evaluation")
             return None
         kept["allowed"] = few.select(F.col("rid").alias("c0"))
-        gathered = {name: Relation(settled(df), Size.unknown(len(df.columns))) for name, df in kept.items()}
-        needs = settled(needs_of(spark, engine.program, Evaluation(gathered), few.select("rid")))
+        gathered = {name: Relation(persist(df), Size.unknown(len(df.columns))) for name, df in kept.items()}
+        needs = persist(needs_of(spark, engine.program, Evaluation(gathered), few.select("rid")))
         progress(f"gathered {needs.count():,} (need, grant) rows")
     out = requests.good.join(part, on="rid", how="inner")
     return Decided(out, 1, [table, part], needs)
@@ -472,7 +472,7 @@ def decide_all(
 
     With ``witnesses``, allowed requests name the grants that allow them (:func:`decisions`); with
     ``needs_for`` (rid), the result's ``needs`` has every grant that can, for those (:func:`needs_of`)."""
-    from privilog.engine.spark.session import persist, settled
+    from privilog.engine.spark.session import persist
 
     progress("checking the encoding: every value of the run hashed, looking for two that share a code")
     table = dictionary(spark, engine, deployment, requests)
@@ -492,7 +492,7 @@ def decide_all(
         parts.append(part.transform(persist))
         parts[-1].count()  # decide this round before the next replaces the facts
         if needs_for is not None:
-            needs.append(settled(needs_of(spark, engine.program, evaluation, needs_for)))
+            needs.append(persist(needs_of(spark, engine.program, evaluation, needs_for)))
         evaluation.release()
         progress(f"round {rounds}: decided")
     combined = parts[0]

@@ -72,7 +72,7 @@ def register(commands: Any, common: Any, reported: Any) -> None:
 def cmd_unused(args: argparse.Namespace) -> int:
     from pyspark.sql import functions as F
 
-    from privilog.engine.spark.session import persist, settled
+    from privilog.engine.spark.session import persist
     from privilog.render.unused import render_unused, unused_json
 
     policy = dsl.load_policy(args.policy)
@@ -90,7 +90,7 @@ def cmd_unused(args: argparse.Namespace) -> int:
             witnesses=False,
             needs_for=distinct.select("rid"),
         )
-        table = settled(decided.table)
+        table = persist(decided.table)
         assert decided.needs is not None
         context.progress("gathering what the log says of the grants: used grants, sole grants, requests made")
         holdings, grants = _holdings(deployment)
