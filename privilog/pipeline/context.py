@@ -215,7 +215,7 @@ def running(args: argparse.Namespace, command: str) -> Iterator[Context]:
     def session() -> SparkSession:
         if remote is not None:
             progress(f"connecting to Spark Connect at {remote}")
-            return spark_session(args.master, args.driver_memory, args.partitions, remote=remote)
+            return spark_session(args.master, args.driver_memory, args.partitions, remote, args.warehouse)
         progress(f"starting Spark ({args.master or 'local[*]'})")
         # a JVM started here has its own lines filtered (one already running keeps its stderr)
         with quiet_jvm() if SparkSession.getActiveSession() is None else contextlib.nullcontext():

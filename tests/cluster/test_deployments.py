@@ -234,10 +234,11 @@ def test_a_local_warehouse_appends_runs_and_replaces_them(
     deployment: Path, folder: Path, local: dict[tuple[str, str], list[str]]
 ) -> None:
     warehouse = folder / "warehouse"
-    where = ["--warehouse", str(warehouse), "--master", "local[2]", "--partitions", "2", "--quiet"]
+    where = ["--warehouse", str(warehouse), "--master", "local[2]"]
     privilog("generate", "--out", str(folder / "gen-local"), "--entities", "200", "--grants", "250",
              "--requests", "10", "--bad-rows", "2", "--seed", "20", "--out-table", "d", *where)  # fmt: skip
-    decide = ["pipeline", "decide", *world_tables("d"), "--requests", str(deployment / "requests.csv"), "--out-table", "r", *where]
+    decide = ["pipeline", "decide", *world_tables("d"), "--requests", str(deployment / "requests.csv"),
+              "--out-table", "r", "--partitions", "2", "--quiet", *where]  # fmt: skip
     first, second = privilog(*decide), privilog(*decide)
     tables = _warehouse_tables(warehouse)
     both = rows(tables / "r_decisions", drop=("day",))
