@@ -27,12 +27,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privilog.pipeline.runs import KIND, VERSION, Output, utc_now
+from privilog.pipeline.runs import Output, new_manifest, utc_now
 from privilog.pipeline.tables import PipelineError
 
 if TYPE_CHECKING:
@@ -129,15 +127,8 @@ class CatalogRun:
         self.spark = spark
         self.prefix = table_name(prefix, "--out-table")
         self.mode = mode
-        self.id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(3)}"
-        self.manifest: dict[str, Any] = {
-            "kind": KIND,
-            "version": VERSION,
-            "id": self.id,
-            "command": command,
-            "started": utc_now(),
-            "tables": {"prefix": self.prefix, "mode": mode},
-        }
+        self.manifest = {**new_manifest(command), "tables": {"prefix": self.prefix, "mode": mode}}
+        self.id: str = self.manifest["id"]
         self.outputs: dict[str, Output] = {}
         database = self.prefix.rpartition(".")[0]
         if database and not spark.catalog.databaseExists(database):

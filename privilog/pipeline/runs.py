@@ -143,6 +143,17 @@ class Output:
         return {"format": self.format, "rows": self.rows, "columns": self.columns}
 
 
+def new_manifest(command: str) -> dict[str, Any]:
+    """A run's manifest as it starts: a new id (the time, UTC, and 6 random hex digits), its command."""
+    return {
+        "kind": KIND,
+        "version": VERSION,
+        "id": f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(3)}",
+        "command": command,
+        "started": utc_now(),
+    }
+
+
 class Staging:
     """One run being written: the lock on its ``OUT``, its staging folder, and its manifest.
 
@@ -157,15 +168,9 @@ class Staging:
         self.out = Path(os.path.abspath(out))
         self.format = out_format
         self.exchange = exchange  # False: the fallback of two renames, even where the exchange exists
-        self.id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(3)}"
+        self.manifest = new_manifest(command)
+        self.id: str = self.manifest["id"]
         self.folder = self.out.parent / f".{self.out.name}.{self.id}.staging"
-        self.manifest: dict[str, Any] = {
-            "kind": KIND,
-            "version": VERSION,
-            "id": self.id,
-            "command": command,
-            "started": utc_now(),
-        }
         self.outputs: dict[str, Output] = {}
         self._lock: int | None = None
         self._kept = False
