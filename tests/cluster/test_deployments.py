@@ -7,8 +7,9 @@ end. One generated deployment (with bad rows in every table) is decided, shown a
 * locally (``--master local[2]``), the reference run;
 * on the cluster (``--master spark://...``) and over Spark Connect (``--remote sc://...``): ``decide``,
   ``visibility`` and ``impact`` give every table row for row as the local run, rejects included;
-* from catalog tables and into them, over Connect and with a local ``--warehouse``: the same decisions,
-  each row tagged with its run, partitioned by day, appended or replaced, the run recorded last;
+* from catalog tables and into them, over Connect, with a local ``--warehouse`` and on the cluster with
+  one: the same decisions, each row tagged with its run, partitioned by day, appended or replaced, the
+  run recorded last;
 * what cannot work is refused in one line, exit 2: a bad address, a server that does not answer, options
   that only a local driver takes, a malformed or missing table, a catalog table without a catalog.
 
@@ -253,6 +254,21 @@ def test_a_local_warehouse_appends_runs_and_replaces_them(
     assert rows(tables / "r_decisions", drop=("run_id", "day")) == local[("decide", "decisions")]
     assert len(pyarrow.parquet.read_table(str(tables / "r_runs")).to_pylist()) == 1
     assert (warehouse / "metastore_db").is_dir()
+
+
+def test_catalog_tables_on_the_standalone_cluster(
+    standalone: Standalone, deployment: Path, folder: Path, local: dict[tuple[str, str], list[str]]
+) -> None:
+    """The driver's catalog (--warehouse) with the cluster's executors reading and writing its tables."""
+    warehouse = folder / "cluster-warehouse"
+    where = ["--warehouse", str(warehouse), "--master", standalone.url, "--driver-memory", "2g"]
+    privilog("generate", "--out", str(folder / "gen-cluster"), "--entities", "200", "--grants", "250",
+             "--requests", "10", "--bad-rows", "2", "--seed", "20", "--out-table", "d", *where)  # fmt: skip
+    done = privilog("pipeline", "decide", *world_tables("d"), "--requests", str(deployment / "requests.csv"),
+                    "--out-table", "r", "--partitions", "2", "--quiet", *where)  # fmt: skip
+    assert "appended to r_decisions" in done.stdout
+    decided = rows(_warehouse_tables(warehouse) / "r_decisions", drop=("run_id", "day"))
+    assert decided == local[("decide", "decisions")]
 
 
 @pytest.mark.parametrize(
