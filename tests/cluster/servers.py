@@ -7,6 +7,7 @@ every server is stopped at the end, its whole process group, first with SIGTERM,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -85,18 +86,34 @@ class Server:
             return "(no log)"
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
+        """End the server's whole process group: SIGTERM, then SIGKILL what is left after STOP_TIMEOUT."""
+        if self.process is None:
             return
-        for sig, wait in ((signal.SIGTERM, STOP_TIMEOUT), (signal.SIGKILL, STOP_TIMEOUT)):
-            try:
-                os.killpg(self.process.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                self.process.wait(timeout=wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        group = self.process.pid
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if not group_alive(group):
+                break
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, sig)
+            deadline = time.monotonic() + STOP_TIMEOUT
+            while group_alive(group) and time.monotonic() < deadline:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(timeout=0.2)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=STOP_TIMEOUT)
+
+
+def group_alive(group: int) -> bool:
+    """Whether a process of the group is still running (zombies, which an init that does not reap
+    leaves behind in a container, are not)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":
+            return True
+    return False
 
 
 @dataclass
