@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privilog.pipeline.runs import Output, new_manifest, utc_now
@@ -69,19 +68,11 @@ def require_catalog(remote: str | None, warehouse: str | None) -> None:
         )
 
 
-def warehouse_settings(folder: str | Path) -> dict[str, str]:
-    """A session's static settings keeping its catalog in ``folder``: the tables under
-    ``folder/warehouse``, the metastore (embedded Derby) in ``folder/metastore_db``, Derby's log there too."""
-    root = Path(os.path.abspath(folder))
-    if root.exists() and not root.is_dir():
-        raise PipelineError(f"--warehouse {folder}: not a folder")
-    root.mkdir(parents=True, exist_ok=True)
-    return {
-        "spark.sql.catalogImplementation": "hive",
-        "spark.sql.warehouse.dir": str(root / "warehouse"),
-        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={root}",
-    }
+def read_input(spark: SparkSession, spec: str, fmt: str | None, table: str) -> DataFrame:
+    """An input as read_table reads a file, or, named ``table:NAME``, a table of the session's catalog."""
+    from privilog.pipeline.tables import read_table
+
+    return read_catalog_table(spark, spec, table) if is_table(spec) else read_table(spark, spec, fmt, table)
 
 
 def read_catalog_table(spark: SparkSession, spec: str, table: str) -> DataFrame:

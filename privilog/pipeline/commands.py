@@ -24,6 +24,7 @@ from privilog.pipeline.tables import (
     FORMATS,
     PipelineError,
     require_spark,
+    spark_options,
 )
 
 if TYPE_CHECKING:
@@ -232,23 +233,6 @@ def _reported(command: Callable[[argparse.Namespace], int]) -> Callable[[argpars
             raise PipelineError(reason) from None
 
     return run
-
-
-def spark_options(q: argparse.ArgumentParser) -> None:
-    """Where Spark runs: --master, --remote, --driver-memory, --warehouse (pipeline commands and generate)."""
-    q.add_argument("--master", help="Spark master URL (default local[*]; spark-submit sets its own)")
-    q.add_argument(
-        "--remote",
-        metavar="sc://HOST:PORT",
-        help="run on a Spark Connect server instead of starting Spark here (default: $SPARK_REMOTE)",
-    )
-    q.add_argument("--driver-memory", help="Spark driver memory (default: half the machine's, 2g-16g)")
-    q.add_argument(
-        "--warehouse",
-        metavar="DIR",
-        help="keep the catalog (tables and metastore) of the Spark started here in DIR, for table:NAME and "
-        "--out-table",
-    )
 
 
 def register(sub: Any) -> None:

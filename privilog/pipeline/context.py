@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from privilog import dsl
 from privilog.dsl.ir import Policy
 from privilog.engine.program import compile_policy
-from privilog.pipeline.catalog import CatalogRun, is_table, require_catalog, table_name
+from privilog.pipeline.catalog import CatalogRun, is_table, read_input, require_catalog, table_name
 from privilog.pipeline.console import Heartbeat, quiet_jvm
 from privilog.pipeline.inputs import (
     Deployment,
@@ -34,7 +34,6 @@ from privilog.pipeline.tables import (
     Progress,
     infer_format,
     is_uri,
-    read_table,
     read_written,
     spark_session,
     write_table,
@@ -70,7 +69,7 @@ class Context:
     def table(self, path: str | None, table: str) -> DataFrame | None:
         if path is None:
             return None
-        df = read_table(self.spark, path, self.fmt, table)
+        df = read_input(self.spark, path, self.fmt, table)
         if is_table(path):
             self.inputs[table] = (path, "table", df)
         elif is_uri(path):

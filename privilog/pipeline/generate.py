@@ -492,7 +492,7 @@ def register(sub: Any) -> None:
         help="also load the four tables into the catalog as DB.PREFIX_entities, ... (replacing them), read "
         "from --out by Spark",
     )
-    from privilog.pipeline.commands import spark_options
+    from privilog.pipeline.tables import spark_options
 
     spark_options(p)
     p.set_defaults(run=run)

@@ -6,6 +6,7 @@ tables these read.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -87,12 +88,42 @@ def spark_session(
         require_connect()
         session = connect_session(remote, partitions, app_name="privilog-pipeline")
     else:
-        from privilog.pipeline.catalog import warehouse_settings
-
         catalog = warehouse_settings(warehouse) if warehouse is not None else None
         session = make_session(master, driver_memory, partitions, app_name="privilog-pipeline", catalog=catalog)
     session.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     return session
+
+
+def warehouse_settings(folder: str | Path) -> dict[str, str]:
+    """A session's static settings keeping its catalog in ``folder``: the tables under
+    ``folder/warehouse``, the metastore (embedded Derby) in ``folder/metastore_db``, Derby's log there too."""
+    root = Path(os.path.abspath(folder))
+    if root.exists() and not root.is_dir():
+        raise PipelineError(f"--warehouse {folder}: not a folder")
+    root.mkdir(parents=True, exist_ok=True)
+    return {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": str(root / "warehouse"),
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={root}",
+    }
+
+
+def spark_options(q: argparse.ArgumentParser) -> None:
+    """Where Spark runs: --master, --remote, --driver-memory, --warehouse (pipeline commands and generate)."""
+    q.add_argument("--master", help="Spark master URL (default local[*]; spark-submit sets its own)")
+    q.add_argument(
+        "--remote",
+        metavar="sc://HOST:PORT",
+        help="run on a Spark Connect server instead of starting Spark here (default: $SPARK_REMOTE)",
+    )
+    q.add_argument("--driver-memory", help="Spark driver memory (default: half the machine's, 2g-16g)")
+    q.add_argument(
+        "--warehouse",
+        metavar="DIR",
+        help="keep the catalog (tables and metastore) of the Spark started here in DIR, for table:NAME and "
+        "--out-table",
+    )
 
 
 def check_remote(remote: str, master: str | None, driver_memory: str | None, warehouse: str | None) -> None:
@@ -158,15 +189,11 @@ def infer_format(path: Path) -> str:
 def read_table(spark: SparkSession, path: Path | str, fmt: str | None, table: str) -> DataFrame:
     """A table's columns as strings; ``args`` and ``timestamp`` of requests may be absent.
 
-    ``path`` is a file or folder, a URI every executor reaches (``hdfs://``, ``s3a://``, ...),
-    or ``table:NAME``, a table of the session's catalog (privilog.pipeline.catalog).
+    ``path`` is a file or folder, or a URI every executor reaches (``hdfs://``, ``s3a://``, ...);
+    privilog.pipeline.catalog.read_input reads ``table:NAME`` too.
     """
     from pyspark.sql import functions as F
 
-    from privilog.pipeline.catalog import is_table, read_catalog_table
-
-    if is_table(str(path)):
-        return read_catalog_table(spark, str(path), table)
     local = not is_uri(str(path))
     if local and not Path(path).exists():
         raise PipelineError(f"{path}: no such file or folder (the {table} table)")
