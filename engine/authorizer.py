@@ -25,6 +25,7 @@ from privilog.engine.decision import Change, Decision, GrantChange, MembershipCh
 from privilog.engine.facts import world_facts
 from privilog.engine.ids import ENTITY_TYPES, EntityId, IdError, parent_type, parse_principal
 from privilog.engine.inventory import Inventory
+from privilog.engine.patterns import PatternIndex, is_pattern, match_rows, matches
 from privilog.engine.program import Program, Row, compile_policy
 from privilog.engine.world import Grant, World
 
@@ -117,7 +118,7 @@ class Authorizer:
                 self._apply({}, changed)
         elif kind == "entity.add":
             for entity in items:
-                self._apply(self.inventory.facts(self.inventory.add(entity)), {})
+                self._apply(self._placed(self.inventory.add(entity)), {})
         else:  # entities removed, or a world read anew: every fact compared
             self.refresh()
 
@@ -136,9 +137,23 @@ class Authorizer:
                 self.backend.add(relation, after - before)
         self._facts = new
         self._holders: dict[tuple[str, EntityId], set[str]] = {}
+        self._patterns: dict[EntityId, int] = {}  # each wildcard granted, and by how many grants
         for grant in self.world.grants:
             self._holders.setdefault((grant.action, grant.entity), set()).add(grant.principal)
+            if is_pattern(grant.entity):
+                self._patterns[grant.entity] = self._patterns.get(grant.entity, 0) + 1
         self.inventory = Inventory(self.world.instance, self.world.entities)
+
+    def _placed(self, entities: Iterable[EntityId]) -> dict[str, set[Row]]:
+        """The hierarchy facts of these entities, and the wildcard grants they match."""
+        entities = list(entities)
+        facts = self.inventory.facts(entities)
+        facts["matches"] = match_rows(self._patterns, entities) if self._patterns else set()
+        return facts
+
+    def _pattern_rows(self, pattern: EntityId) -> set[Row]:
+        """``matches`` rows of a wildcard against the existing entities of its type."""
+        return PatternIndex.rows_of(pattern, self.inventory.inside(pattern.type, None))
 
     def _apply(self, added: Mapping[str, set[Row]], removed: Mapping[str, set[Row]]) -> None:
         """Apply a change of base facts to the backend (and to the facts kept for refresh)."""
@@ -162,9 +177,14 @@ class Authorizer:
         return new
 
     def _granted(self, new: list[Grant]) -> None:
+        matched: set[Row] = set()
         for g in new:
             self._holders.setdefault((g.action, g.entity), set()).add(g.principal)
-        self._apply({"grant": {(g.principal, g.action, str(g.entity)) for g in new}}, {})
+            if is_pattern(g.entity):
+                count = self._patterns[g.entity] = self._patterns.get(g.entity, 0) + 1
+                if count == 1:
+                    matched |= self._pattern_rows(g.entity)
+        self._apply({"matches": matched, "grant": {(g.principal, g.action, str(g.entity)) for g in new}}, {})
 
     def revoke(self, actor: str, grants: Iterable[Grant]) -> list[Grant]:
         """Remove grants as the authorization admin ``actor``; return those that were there."""
@@ -173,9 +193,15 @@ class Authorizer:
         return gone
 
     def _revoked(self, gone: list[Grant]) -> None:
+        unmatched: set[Row] = set()
         for g in gone:
             self._holders.get((g.action, g.entity), set()).discard(g.principal)
-        self._apply({}, {"grant": {(g.principal, g.action, str(g.entity)) for g in gone}})
+            if g.entity in self._patterns:
+                self._patterns[g.entity] -= 1
+                if not self._patterns[g.entity]:
+                    del self._patterns[g.entity]
+                    unmatched |= self._pattern_rows(g.entity)
+        self._apply({}, {"grant": {(g.principal, g.action, str(g.entity)) for g in gone}, "matches": unmatched})
 
     def add_members(self, actor: str, members: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         """Put principals in groups or roles, as an authorization admin; return the new memberships."""
@@ -206,7 +232,7 @@ class Authorizer:
         return the entities that exist now and did not."""
         self.world.add_entity(actor, entity)
         born = self.inventory.add(entity)
-        self._apply(self.inventory.facts(born), {})
+        self._apply(self._placed(born), {})
         return born
 
     def delete_entity(self, actor: str, entity: EntityId) -> set[EntityId]:
@@ -216,7 +242,7 @@ class Authorizer:
         listed = {e for e in doomed if e in self.world.entities} | ({entity} & self.world.entities)
         self.world.forget_entities(actor, listed)
         gone = self.inventory.remove(entity)
-        self._apply({}, self.inventory.facts(gone))
+        self._apply({}, self._placed(gone))
         return doomed
 
     # ---- requests ------------------------------------------------------------------
@@ -339,10 +365,23 @@ class Authorizer:
             "request": {(rid, request.principal, request.operation, str(request.entity))},
             "request_arg": {(rid, k, v) for k, v in request.args},
         }
-        # A request may name an entity that does not exist yet (create): its place in
-        # the hierarchy comes from its id, for this evaluation only.
+        facts.update(self._absent(request))
+        return facts
+
+    def _absent(self, request: Request) -> dict[str, set[Row]]:
+        """The facts of the entities a request names that do not exist, for its evaluation only.
+
+        A request may name an entity that does not exist yet (create): its place in the
+        hierarchy comes from its id. It, and an entity an argument names, match the
+        wildcard grants their ids match.
+        """
         chain = (request.entity, *request.entity.ancestors(self.world.instance))
-        facts.update(self.inventory.facts([e for e in chain if not self.inventory.exists(e)]))
+        absent = [e for e in chain if not self.inventory.exists(e)]
+        facts = self.inventory.facts(absent)
+        if self._patterns:
+            named = [EntityId.parse(v) for _, v in request.args if ":" in v]
+            named = [e for e in named if not self.inventory.exists(e)]
+            facts["matches"] = match_rows(self._patterns, [*absent, *named])
         return facts
 
     def _evaluate(
@@ -394,10 +433,11 @@ class Authorizer:
             _, answers = self._evaluate([request], ("allowed",))
             return bool(answers["allowed"])
         entity = request.entity
-        if self.inventory.exists(entity):  # then so does everything enclosing it
+        if self.inventory.exists(entity) and not self._patterns:  # then so does everything enclosing it
             return plan(request.principal, str(entity), dict(request.args))
-        chain = (entity, *entity.ancestors(self.world.instance))
-        absent = self.inventory.facts([e for e in chain if not self.inventory.exists(e)])
+        absent = self._absent(request)
+        if not any(absent.values()):
+            return plan(request.principal, str(entity), dict(request.args))
         assume = getattr(self.backend, "assume", None)
         if assume is not None:  # a create: the entity's place, for this decision only
             changes = assume(absent)
@@ -550,7 +590,18 @@ class Authorizer:
         ancestors = entity.ancestors(self.world.instance)
         if request.entity in ancestors:
             inside = tuple([entity, *ancestors[: ancestors.index(request.entity) + 1]])
-        return Witness(action, entity, holder, groups, inside)
+        granted = self.granted_as(holder, action, entity)
+        pattern = str(granted[0]) if granted and granted[0] != entity else ""
+        return Witness(action, entity, holder, groups, inside, pattern)
+
+    def granted_as(self, holder: str, action: str, entity: EntityId) -> list[EntityId]:
+        """What ``holder``'s own grants of ``action`` that hold on ``entity`` name: the entity itself
+        (first) and every wildcard that matches it."""
+        named = [entity] if holder in self._holders.get((action, entity), ()) else []
+        for pattern in sorted(self._patterns):
+            if holder in self._holders.get((action, pattern), ()) and matches(pattern, entity):
+                named.append(pattern)
+        return named
 
     def _membership_chain(self, principal: str, group: str) -> tuple[str, ...]:
         """The shortest chain principal → ... → group through the world's memberships."""

@@ -46,7 +46,8 @@ class Witness:
     ``holder`` holds ``action`` on ``entity``; when the holder is a group or
     role, ``groups`` is the membership chain from the requester to it. For
     "self or descendant", ``inside`` is the chain of entities from the granted
-    one up to the requested one.
+    one up to the requested one. When the grant names a wildcard that matches
+    ``entity`` (engine.patterns), ``pattern`` is the id the grant names.
     """
 
     action: str
@@ -54,15 +55,19 @@ class Witness:
     holder: str
     groups: tuple[str, ...] = ()
     inside: tuple[EntityId, ...] = ()
+    pattern: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "action": self.action,
             "entity": str(self.entity),
             "holder": self.holder,
             "groups": list(self.groups),
             "inside": [str(e) for e in self.inside],
         }
+        if self.pattern:
+            out["pattern"] = self.pattern
+        return out
 
 
 @dataclass(frozen=True, order=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from privilog.engine.ids import EntityId
+from privilog.engine.patterns import is_pattern, match_rows
 from privilog.engine.program import Row
 from privilog.engine.world import World
 
@@ -13,6 +14,8 @@ def world_facts(world: World) -> dict[str, set[Row]]:
     Only entities that exist (listed, or enclosing one that is) are in the
     hierarchy; a grant on an entity that does not exist is kept but makes
     nothing above it visible, and applies again once the entity is created.
+    A wildcard grant's pattern gets a ``matches`` row for each of these entities it
+    matches (engine.patterns).
     """
     parents: dict[EntityId, EntityId | None] = {}  # each entity's parent, found once
     for entity in world.entities:
@@ -22,7 +25,9 @@ def world_facts(world: World) -> dict[str, set[Row]]:
                 break
             entity = parent
     names = {e: str(e) for e in parents}
+    patterns = {g.entity for g in world.grants if is_pattern(g.entity)}
     return {
+        "matches": match_rows(patterns, parents),
         "grant": {(g.principal, g.action, str(g.entity)) for g in world.grants},
         "member_of": set(world.members),
         "admin": {(a,) for a in world.admins},

@@ -151,6 +151,8 @@ class EntityId(tuple[str, str]):
             raise IdError(f"unknown entity type `{type_name}` in `{text}`: {hint}")
         shape = _SHAPES[type_name]
         if not _COMPILED[type_name].match(name):
+            if "*" in name or "?" in name:
+                raise IdError(f"`{text}` is a wildcard: only a grant may name one; here name one {type_name}")
             raise IdError(f"malformed {type_name} id `{text}`: expected the form `{shape.example}`")
         return tuple.__new__(cls, (type_name, name))
 

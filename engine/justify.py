@@ -88,7 +88,7 @@ def _evaluate(authorizer: Authorizer, requests: list[Request]) -> Iterator[Justi
         if not found.get("allowed"):
             yield Justified(request, False)
         else:
-            yield Justified(request, True, _needs(found, _every(authorizer, request.operation)))
+            yield Justified(request, True, _needs(found, _every(authorizer, request.operation), authorizer))
 
 
 def _every(authorizer: Authorizer, operation: str) -> frozenset[str]:
@@ -101,14 +101,23 @@ def _every(authorizer: Authorizer, operation: str) -> frozenset[str]:
     )
 
 
-def _needs(found: Mapping[str, list[Row]], every: frozenset[str]) -> tuple[Need, ...]:
+def _grants(authorizer: Authorizer, via: str, action: str, entity: str) -> list[Grant]:
+    """The grants behind a principal's holding an action on an entity: its grant on the entity,
+    and its wildcard grants that match it."""
+    held = EntityId.parse(entity)
+    if not authorizer._patterns:
+        return [Grant(via, action, held)]
+    return [Grant(via, action, named) for named in authorizer.granted_as(via, action, held)]
+
+
+def _needs(found: Mapping[str, list[Row]], every: frozenset[str], authorizer: Authorizer) -> tuple[Need, ...]:
     applies = {row[1] for row in found.get("applies", ())}
     met: dict[str, set[Grant]] = {}
     for _, iid, action, entity, via in found.get("met", ()):
-        met.setdefault(iid, set()).add(Grant(via, action, EntityId.parse(entity)))
+        met.setdefault(iid, set()).update(_grants(authorizer, via, action, entity))
     held: dict[tuple[str, str], set[Grant]] = {}
     for _, iid, covered, action, via in found.get("held", ()):
-        held.setdefault((iid, covered), set()).add(Grant(via, action, EntityId.parse(covered)))
+        held.setdefault((iid, covered), set()).update(_grants(authorizer, via, action, covered))
     covered_by: dict[str, list[str]] = {}
     for _, iid, covered in found.get("covered", ()):
         covered_by.setdefault(iid, []).append(covered)

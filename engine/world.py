@@ -30,6 +30,7 @@ from privilog.dsl.errors import OneLineError, PrivilogError, did_you_mean
 from privilog.dsl.files import FileRefused, read_world_text, write_atomically
 from privilog.engine.formats import TableError, TableFile, Unreadable, find_tables, is_table_path, load_document
 from privilog.engine.ids import DEFAULT_INSTANCE, INSTANCE_NAME, EntityId, IdError, parse_instance, parse_principal
+from privilog.engine.patterns import is_pattern, parse_pattern
 from privilog.engine.worldlog import Change, Identity, LogDamaged, Logged, WorldFile, log_bound
 from privilog.engine.yamlsave import Facts, edited
 
@@ -622,14 +623,16 @@ class WorldReader:
             raise self.fail(item.where, f"{what} must be text, not {item.value!r}")
         return item.value
 
-    def entity(self, item: Located) -> EntityId:
+    def entity(self, item: Located, granted: bool = False) -> EntityId:
+        """An entity id; with ``granted``, what a grant names, which may be a wildcard pattern."""
         text = self.text(item, "an entity id")
         found = self._entities.get(text)
-        if found is None:
+        if found is None or (is_pattern(found) and not granted):
             try:
-                found = self._entities[text] = EntityId.parse(text)
+                found = parse_pattern(text) if granted else EntityId.parse(text)
             except IdError as error:
                 raise self.fail(item.where, str(error)) from None
+            self._entities[text] = found
         return found
 
     def principal(self, item: Located) -> str:
@@ -676,7 +679,7 @@ class WorldReader:
         else:
             raise self.fail(item.where, "a grant is [PRINCIPAL, ACTION, ENTITY] or a mapping")
         who = self.principal(principal)
-        what = self.entity(entity)
+        what = self.entity(entity, granted=True)
         for action in self.action_list(actions):
             yield Grant(who, action, what)
 
@@ -860,6 +863,14 @@ class _EntityIds(dict[str, EntityId]):
         return entity
 
 
+class _GrantedIds(dict[str, EntityId]):
+    """What grants name, by text: an entity id, or a wildcard pattern (engine.patterns)."""
+
+    def __missing__(self, text: str) -> EntityId:
+        entity = self[text] = parse_pattern(text)
+        return entity
+
+
 class _Principals(dict[str, str]):
     """Principals by their text, each checked once and kept as one string (or raises :class:`IdError`)."""
 
@@ -877,6 +888,7 @@ class _Ids:
         self.action: dict[str, tuple[str, ...]] = {a: (a,) for a in self.actions}
         self.action[ALL] = self.actions
         self.entities = _EntityIds()
+        self.granted = _GrantedIds()
         self.principals = _Principals()
 
     def unknown_action(self, name: str) -> str:
@@ -920,7 +932,7 @@ class _PlainReader:
         return value
 
     def _grants(self, items: list[Any]) -> set[Grant]:
-        entities, principals, action = self.ids.entities, self.ids.principals, self.ids.action
+        entities, principals, action = self.ids.granted, self.ids.principals, self.ids.action
         grants: set[Grant] = set()
         add = grants.add
         for item in items:
@@ -1005,12 +1017,13 @@ class _TableReader:
             yield admin
 
     def _grants(self, table: TableFile) -> Iterator[Grant]:
-        entities, principals, actions = self.ids.entities, self.ids.principals, self.ids.action
+        entities, principals, actions = self.ids.granted, self.ids.principals, self.ids.action
         for n, (who, action, what) in table.rows():
             try:
                 principal, entity, names = principals[who], entities[what], actions[action]
             except (PrivilogError, KeyError, TypeError):
-                principal, entity = self.principal(table, n, "principal", who), self.entity(table, n, what)
+                principal = self.principal(table, n, "principal", who)
+                entity = self.entity(table, n, what, granted=True)
                 names = self.action(table, n, action)
             for name in names:
                 yield Grant(principal, name, entity)
@@ -1030,9 +1043,9 @@ class _TableReader:
             raise table.fail(n, f"the `{column}` column must be text, not {value!r}")
         return value
 
-    def entity(self, table: TableFile, n: int, value: Any) -> EntityId:
+    def entity(self, table: TableFile, n: int, value: Any, granted: bool = False) -> EntityId:
         try:
-            return self.ids.entities[self._text(table, n, "entity", value)]
+            return (self.ids.granted if granted else self.ids.entities)[self._text(table, n, "entity", value)]
         except IdError as error:
             raise table.fail(n, str(error)) from None
 

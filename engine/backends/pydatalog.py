@@ -51,6 +51,13 @@ _IN_GROUP = (
     Rule(_atom("in_group", "P", "G"), (_atom("in_group", "P", "M"), _atom("member_of", "M", "G"))),
 )
 _THROUGH = Rule(_atom("holds", "P", "A", "E", "G"), (_atom("in_group", "P", "G"), _atom("grant", "G", "A", "E")))
+# ... and for wildcard grants, what the prelude's `holds(P, A, E, P) :- grant(P, A, W), matches(E, W)`
+# gives through groups
+_WILD = Rule(_atom("holds", "P", "A", "E", "P"), (_atom("grant", "P", "A", "W"), _atom("matches", "E", "W")))
+_WILD_THROUGH = Rule(
+    _atom("holds", "P", "A", "E", "G"),
+    (_atom("in_group", "P", "G"), _atom("grant", "G", "A", "W"), _atom("matches", "E", "W")),
+)
 
 
 def top_down(rules: Iterable[Rule]) -> list[Rule]:
@@ -65,16 +72,17 @@ def top_down(rules: Iterable[Rule]) -> list[Rule]:
     the same rows when ``holds`` and ``in_group`` have only the prelude's rules, which a
     policy cannot add to (dsl.check's ``prelude`` pass); only then is one exchanged for the other.
 
-    >>> rules = [_OWN, _DOWN, *_IN_GROUP]
-    >>> top_down(rules)[1] == _THROUGH, top_down(rules[:2])[1] == _DOWN
-    (True, True)
+    >>> rules = [_OWN, _WILD, _DOWN, *_IN_GROUP]
+    >>> top_down(rules)[2] == _THROUGH, top_down(rules)[-1] == _WILD_THROUGH, top_down(rules[:3])[2] == _DOWN
+    (True, True, True)
     """
     rules = list(rules)
     holds = {r for r in rules if r.head.predicate == "holds"}
     in_group = {r for r in rules if r.head.predicate == "in_group"}
-    if holds != {_OWN, _DOWN} or in_group != set(_IN_GROUP):
+    if holds not in ({_OWN, _DOWN}, {_OWN, _WILD, _DOWN}) or in_group != set(_IN_GROUP):
         return rules
-    return [_THROUGH if r == _DOWN else r for r in rules]
+    through = [_THROUGH if r == _DOWN else r for r in rules]
+    return [*through, _WILD_THROUGH] if _WILD in holds else through
 
 
 class PyDatalogBackend:

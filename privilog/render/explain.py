@@ -38,6 +38,8 @@ def witness_sentence(principal: str, witness: Witness) -> str:
             + ", which is in ".join(chain[1:])
             + f", which holds {witness.action} on {witness.entity}"
         )
+    if witness.pattern:
+        text += f" by the wildcard grant on {witness.pattern}"
     if len(witness.inside) > 1:
         text += ", which is in " + ", which is in ".join(str(e) for e in witness.inside[1:])
     return text

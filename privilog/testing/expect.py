@@ -19,8 +19,9 @@ from typing import cast
 from privilog.dsl.errors import PrivilogError, did_you_mean
 from privilog.dsl.ir import Scope
 from privilog.engine.authorizer import Authorizer
-from privilog.engine.decision import Decision, Request
+from privilog.engine.decision import Decision, Request, Witness
 from privilog.engine.ids import EntityId, IdError, parse_principal
+from privilog.engine.patterns import is_pattern, matches
 from privilog.engine.who import who
 from privilog.engine.world import Located
 from privilog.render.explain import render_short
@@ -226,6 +227,11 @@ def _grant_text(grant: UsedGrant) -> str:
     return f"grant {holder} {action} {entity}"
 
 
+def _named(authorizer: Authorizer, witness: Witness) -> list[EntityId]:
+    """What the grants behind a witness name: its entity, or the wildcards that match it."""
+    return authorizer.granted_as(witness.holder, witness.action, witness.entity) or [witness.entity]
+
+
 def proof_grants(authorizer: Authorizer, decision: Decision) -> set[UsedGrant]:
     """The grants an allow's proof uses: (holder, action, entity) of every grant that meets a
     requirement that applies. A grant reached through a group or role is the group's grant. A
@@ -238,12 +244,14 @@ def proof_grants(authorizer: Authorizer, decision: Decision) -> set[UsedGrant]:
     for outcome, requirement in zip(decision.outcomes, op.requirements, strict=True):
         if not (outcome.applies and outcome.met):
             continue
-        used.update((w.holder, w.action, w.entity) for w in outcome.witnesses)
+        used.update((w.holder, w.action, named) for w in outcome.witnesses for named in _named(authorizer, w))
         every = {a for o in requirement.options if any(t.scope is Scope.EVERY for t in o.targets) for a in o.actions}
         covered = set(outcome.covered)
         used.update(
             (g.principal, g.action, g.entity)
             for g in authorizer.world.grants
-            if g.entity in covered and g.action in every and g.principal in holders
+            if g.action in every
+            and g.principal in holders
+            and (g.entity in covered or (is_pattern(g.entity) and any(matches(g.entity, c) for c in covered)))
         )
     return used

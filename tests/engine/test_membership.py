@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from privilog.engine.authorizer import Authorizer
-from privilog.engine.backends.pydatalog import _DOWN, _THROUGH, top_down
+from privilog.engine.backends.pydatalog import _DOWN, _THROUGH, _WILD_THROUGH, top_down
 from privilog.engine.compiled.backend import CompiledBackend
 from privilog.engine.decision import GrantChange, MembershipChange
 from privilog.engine.ids import EntityId
@@ -135,7 +135,8 @@ def test_an_admin_through_a_cycle_of_groups_is_an_admin() -> None:
 @pytest.mark.parametrize("name", ["cdap", "cdap-4.2", "cdap-draft", "cdap-draft-revised", "cdap-proposed"])
 def test_the_reference_asks_holds_through_the_principals_groups(name: str) -> None:
     """pyDatalog, top-down, is given `holds` through `in_group` for every shipped policy (the
-    prelude's rule, down `member_of`, tables every holder of an action when it is asked)."""
+    prelude's rule, down `member_of`, tables every holder of an action when it is asked), and the
+    groups' wildcard grants the same way."""
     rules = compile_policy(dsl.load_policy(name)).rules
     exchanged = top_down(rules)
-    assert len(exchanged) == len(rules) and set(exchanged) ^ set(rules) == {_DOWN, _THROUGH}
+    assert len(exchanged) == len(rules) + 1 and set(exchanged) ^ set(rules) == {_DOWN, _THROUGH, _WILD_THROUGH}
