@@ -93,15 +93,37 @@ def _part_regex(part: str, crosses_dots: bool) -> str:
     return "".join(star if c == "*" else one if c == "?" else re.escape(c) for c in part)
 
 
-@lru_cache(maxsize=4096)
-def _compiled(type_name: str, name: str) -> re.Pattern[str]:
-    """The regex of a pattern's name: its parts, each matched within its own level."""
+def _core(type_name: str, name: str) -> str:
+    """The regex of a pattern's name: its parts, each matched within its own level (unanchored)."""
     if type_name in _WHOLE:
-        return re.compile(_part_regex(name, crosses_dots=True) + r"\Z")
+        return _part_regex(name, crosses_dots=True)
     parts = _parts(type_name, name)
     last = len(parts) - 1
-    pieces = [_part_regex(p, crosses_dots=(i == last and type_name in _DOTTED_LAST)) for i, p in enumerate(parts)]
-    return re.compile(r"\.".join(pieces) + r"\Z")
+    return r"\.".join(
+        _part_regex(p, crosses_dots=(i == last and type_name in _DOTTED_LAST)) for i, p in enumerate(parts)
+    )
+
+
+@lru_cache(maxsize=4096)
+def _compiled(type_name: str, name: str) -> re.Pattern[str]:
+    return re.compile(_core(type_name, name) + r"\Z")
+
+
+def java_regex(pattern: EntityId) -> str:
+    """The pattern's name as a whole-string Java regular expression (Spark's ``rlike``).
+
+    Its pieces are Python's ``re.escape`` of literal characters, ``[^.]``, ``.`` and ``\\.``,
+    which Java reads the same way.
+
+    >>> java_regex(parse_pattern("dataset:ns?.sales.*"))
+    '^(?:ns[^.]\\\\.sales\\\\..*)\\\\z'
+    """
+    return "^(?:" + _core(pattern[0], pattern[1]) + r")\z"
+
+
+def wild_shape(type_name: str) -> str:
+    """The regex of a type's names with wildcards allowed in each part (what a grant may name)."""
+    return _wild(_SHAPES[type_name].pattern)
 
 
 def matches(pattern: EntityId, entity: EntityId) -> bool:

@@ -13,7 +13,7 @@ rule by rule, in rounds that place created entities (:func:`plan_rounds`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -270,7 +270,9 @@ def _allowed_by(
     return named.groupBy("rid").agg(F.sort_array(F.collect_list(grant)).alias("allowed_by"))
 
 
-def needs_of(spark: SparkSession, program: Program, evaluation: Evaluation, only: DataFrame) -> DataFrame:
+def needs_of(
+    spark: SparkSession, program: Program, evaluation: Evaluation, only: DataFrame, world: Mapping[str, DataFrame]
+) -> DataFrame:
     """The needs of the allowed requests among ``only`` (rid), as engine.justify reads them, a row per
     grant of a need: rid, i (the requirement), c (the covered entity, for a requirement on every
     entity inside; else null) and the grant's holder, action and entity (p, a, e; encoded). A need
@@ -283,7 +285,11 @@ def needs_of(spark: SparkSession, program: Program, evaluation: Evaluation, only
     Rows, not an array per need: a need for "any on self or descendant" of a namespace holds every
     grant its principal and their groups hold inside, and at 10^6 requests arrays of them did not
     fit in an aggregation's memory. ``only`` is one copy of each distinct request (copies need the
-    same grants)."""
+    same grants).
+
+    A holding through a wildcard grant (``matches`` in ``world``) is the grant that names the
+    wildcard: each (p, a, e) row is also read as (p, a, W) for every wildcard W that matches e,
+    and only the rows that are grants of ``world`` are kept."""
     from pyspark.sql import functions as F
 
     allowed = (
@@ -316,7 +322,13 @@ def needs_of(spark: SparkSession, program: Program, evaluation: Evaluation, only
         .select("rid", "i", "c", "p", "a", "e")
         .unionByName(covered.join(held, on=["rid", "i", "c"]).select("rid", "i", "c", "p", "a", "e"))
     )
-    return single.unionByName(inside).distinct()
+    found = single.unionByName(inside)
+    if "matches" in world:
+        wildcard = world["matches"].select(F.col("c0").alias("e"), F.col("c1").alias("w"))
+        through = found.join(wildcard, on="e").select("rid", "i", "c", "p", "a", F.col("w").alias("e"))
+        grants = world["grant"].select(F.col("c0").alias("p"), F.col("c1").alias("a"), F.col("c2").alias("e"))
+        found = found.unionByName(through).join(grants, on=["p", "a", "e"], how="left_semi")
+    return found.distinct()
 
 
 @dataclass
@@ -452,10 +464,19 @@ def decide_fused(
             return None
         kept["allowed"] = few.select(F.col("rid").alias("c0"))
         gathered = {name: Relation(persist(df), Size.unknown(len(df.columns))) for name, df in kept.items()}
-        needs = persist(needs_of(spark, engine.program, Evaluation(gathered), few.select("rid")))
+        needs = persist(needs_of(spark, engine.program, Evaluation(gathered), few.select("rid"), deployment.relations))
         progress(f"gathered {needs.count():,} (need, grant) rows")
     out = requests.good.join(part, on="rid", how="inner")
     return Decided(out, 1, [table, part], needs)
+
+
+def named_entities(deployment: Deployment, requests: Requests) -> DataFrame:
+    """Every entity the good requests act on (and what encloses it) or name in an argument."""
+    from pyspark.sql import functions as F
+
+    chains = requests.good.select(F.explode(deployment.vocabulary.chain(F.col("entity"))).alias("entity"))
+    args = requests.args.where(F.col("value").contains(":")).select(F.col("value").alias("entity"))
+    return chains.union(args).distinct()
 
 
 def decide_all(
@@ -474,6 +495,7 @@ def decide_all(
     ``needs_for`` (rid), the result's ``needs`` has every grant that can, for those (:func:`needs_of`)."""
     from privilog.engine.spark.session import persist
 
+    deployment = deployment.with_named(named_entities(deployment, requests))
     progress("checking the encoding: every value of the run hashed, looking for two that share a code")
     table = dictionary(spark, engine, deployment, requests)
     progress("checked the encoding: no two values share a code")
@@ -492,7 +514,7 @@ def decide_all(
         parts.append(part.transform(persist))
         parts[-1].count()  # decide this round before the next replaces the facts
         if needs_for is not None:
-            needs.append(persist(needs_of(spark, engine.program, evaluation, needs_for)))
+            needs.append(persist(needs_of(spark, engine.program, evaluation, needs_for, deployment.relations)))
         evaluation.release()
         progress(f"round {rounds}: decided")
     combined = parts[0]

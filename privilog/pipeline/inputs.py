@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from privilog.dsl.ir import Operation, Policy
 from privilog.engine.authorizer import FALSE_WORDS, TRUE_WORDS, check_hierarchy
-from privilog.engine.ids import _SHAPES, DEFAULT_INSTANCE, ENTITY_TYPES, PRINCIPAL_KINDS, parent_type
+from privilog.engine.ids import _SHAPES, DEFAULT_INSTANCE, ENTITY_TYPES, PRINCIPAL_KINDS, EntityId, parent_type
+from privilog.engine.patterns import java_regex, parse_pattern, wild_shape
 from privilog.pipeline.tables import SOURCE, PipelineError
 
 if TYPE_CHECKING:
@@ -56,8 +57,11 @@ class Vocabulary:
         self.depth = max(len(chain) for chain in self.above.values())
 
     @staticmethod
-    def _ids(types: Iterable[str]) -> str:
-        return _java("|".join(f"{t}:(?:{_SHAPES[t].pattern})" for t in types))
+    def _ids(types: Iterable[str], wildcards: bool = False) -> str:
+        def shape(t: str) -> str:
+            return wild_shape(t) if wildcards else _SHAPES[t].pattern
+
+        return _java("|".join(f"{t}:(?:{shape(t)})" for t in types))
 
     @staticmethod
     def entity_type(value: Column) -> Column:
@@ -71,7 +75,9 @@ class Vocabulary:
 
         return F.regexp_extract(value, r"(?s)^[^:]*:(.*)$", 1)
 
-    def entity_problem(self, value: Column, in_policy: bool) -> Column:
+    def entity_problem(self, value: Column, in_policy: bool, wildcards: bool = False) -> Column:
+        """Why ``value`` is no entity id (of the policy's types, with ``in_policy``; a grant's
+        may be a wildcard pattern, with ``wildcards``), or null."""
         from pyspark.sql import functions as F
 
         kind = self.entity_type(value)
@@ -89,7 +95,7 @@ class Vocabulary:
                 F.concat(F.lit("unknown entity type `"), kind, F.lit("` in `"), value, F.lit("`")),
             )
             .when(
-                ~value.rlike(self._ids(ENTITY_TYPES)),
+                ~value.rlike(self._ids(ENTITY_TYPES, wildcards)),
                 F.concat(
                     F.lit("malformed "),
                     kind,
@@ -106,7 +112,7 @@ class Vocabulary:
                 ~kind.isin(*self.types),
                 F.concat(F.lit(f"policy {self.policy.name} has no entity type `"), kind, F.lit("`")),
             )
-        valid = self._ids(self.types if in_policy else ENTITY_TYPES)
+        valid = self._ids(self.types if in_policy else ENTITY_TYPES, wildcards)
         return F.when(value.isNotNull() & value.rlike(valid), F.lit(None).cast("string")).otherwise(problem)
 
     def principal_problem(self, value: Column) -> Column:
@@ -248,6 +254,38 @@ class Deployment:
     rejects: DataFrame
     grants: DataFrame  # principal, action, entity (strings): the good grants, each action of ALL its own
     used: dict[str, DataFrame] = field(default_factory=dict)  # table -> its good rows (for the rows-in check)
+    patterns: list[EntityId] = field(default_factory=list)  # the wildcards the grants name (engine.patterns)
+
+    def with_named(self, named: DataFrame) -> Deployment:
+        """This deployment, its ``matches`` over the inventory and these entities (one column,
+        ``entity``: what requests act on and name) too, when a grant names a wildcard."""
+        from dataclasses import replace
+
+        if not self.patterns:
+            return self
+        universe = self.existing.select("entity").union(named.select("entity")).distinct()
+        return replace(self, relations={**self.relations, "matches": matches_frame(self, universe)})
+
+
+def matches_frame(deployment: Deployment, entities: DataFrame) -> DataFrame:
+    """``matches`` (entity, pattern), encoded: each entity against the granted wildcards of its type.
+
+    The patterns are few (each distinct wildcard of the grants, read on the driver) and are
+    broadcast; an entity is tried only against those of its own type.
+    """
+    from pyspark.sql import functions as F
+
+    from privilog.engine.spark.session import persist
+
+    spark = entities.sparkSession
+    if not deployment.patterns:
+        return spark.createDataFrame([], "c0 long, c1 long")
+    rows = [(p.type, str(p), java_regex(p)) for p in deployment.patterns]
+    patterns = F.broadcast(spark.createDataFrame(rows, "type string, pattern string, regex string"))
+    kind = deployment.vocabulary.entity_type(F.col("entity"))
+    named = entities.select("entity", kind.alias("type"), deployment.vocabulary._name(F.col("entity")).alias("name"))
+    found = named.join(patterns, on="type").where(F.expr("name rlike regex"))
+    return found.select(F.xxhash64("entity").alias("c0"), F.xxhash64("pattern").alias("c1")).transform(persist)
 
 
 def encoded(*columns: str) -> list[Column]:
@@ -278,9 +316,11 @@ def load_deployment(
     grant_problem = F.coalesce(
         vocabulary.principal_problem(F.col("principal")),
         vocabulary.action_problem(F.col("action")),
-        vocabulary.entity_problem(F.col("entity"), False),
+        vocabulary.entity_problem(F.col("entity"), False, wildcards=True),
     )
     good_grants, bad_grants = _rejects(grants, "grants", grant_problem)
+    wild = good_grants.where(F.col("entity").contains("*") | F.col("entity").contains("?")).select("entity").distinct()
+    patterns = sorted(parse_pattern(r["entity"]) for r in wild.collect())
     actions = F.array(*(F.lit(a) for a in vocabulary.policy.actions))
     grant_rows = good_grants.select(
         "principal",
@@ -315,7 +355,9 @@ def load_deployment(
     )
     used = {"entities": good_entities, "grants": good_grants, "members": good_members}
     rejects = bad_entities.union(bad_grants).union(bad_members)
-    return Deployment(vocabulary, relations, existing, values, principals, rejects, grant_rows, used)
+    deployment = Deployment(vocabulary, relations, existing, values, principals, rejects, grant_rows, used, patterns)
+    deployment.relations["matches"] = matches_frame(deployment, existing)
+    return deployment
 
 
 # ---- requests -------------------------------------------------------------------------

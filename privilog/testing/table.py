@@ -24,6 +24,7 @@ False
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -90,6 +91,30 @@ def ancestors(entity: str, instance: str = INSTANCE) -> list[str]:
         chain.append(current)
         current = parent(current, instance)
     return chain
+
+
+def _levels(entity: str) -> list[str]:
+    kind, _, name = entity.partition(":")
+    if kind in ("instance", "namespace", "kerberosprincipal"):
+        return [name]
+    if kind in ("dataset", "dataset_module", "dataset_type", "artifact"):
+        return name.split(".", 1)
+    return name.split(".")
+
+
+def wildcard_matches(pattern: str, entity: str) -> bool:
+    """Whether a grant's id with ``*`` and ``?`` matches an entity: the same type, as many levels,
+    each level matched by shell rules (Sentry's WildcardAuthorizable, part by part).
+
+    >>> wildcard_matches("dataset:ns*.d.*", "dataset:ns1.d.x")
+    True
+    >>> wildcard_matches("program:ns1.*", "program:ns1.a.service.p")
+    False
+    """
+    if entity_type(pattern) != entity_type(entity):
+        return False
+    mine, theirs = _levels(pattern), _levels(entity)
+    return len(mine) == len(theirs) and all(fnmatch.fnmatchcase(t, m) for m, t in zip(mine, theirs, strict=True))
 
 
 # ---- the table ---------------------------------------------------------------------------
@@ -322,6 +347,7 @@ class TableWorld:
         for principal, action, entity in grants:
             for a in ACTIONS if action == "ALL" else (action,):
                 self.grants.add((principal, a, entity))
+        self._wildcards = {g for g in self.grants if "*" in g[2] or "?" in g[2]}
         self.members = frozenset(members)
         self._groups: dict[str, list[str]] = {}
         for member, group in self.members:
@@ -340,7 +366,11 @@ class TableWorld:
         return found
 
     def holds(self, principal: str, action: str, entity: str) -> bool:
-        return any((p, action, entity) in self.grants for p in self.principals_of(principal))
+        """Through a grant on the entity, or a wildcard grant that matches it."""
+        mine = self.principals_of(principal)
+        if any((p, action, entity) in self.grants for p in mine):
+            return True
+        return any(p in mine and a == action and wildcard_matches(w, entity) for p, a, w in self._wildcards)
 
     def descendants(self, entity: str) -> list[str]:
         """Existing entities inside ``entity`` (none when it does not exist)."""

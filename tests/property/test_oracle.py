@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from oracle import ACTIONS, OracleWorld, ancestors, entity_type, load_table
 from privilog.engine.decision import GrantChange
+from privilog.engine.patterns import is_pattern
 
 import privilog
 from privilog.api import load_world_for
@@ -60,6 +61,25 @@ BY_TYPE: dict[str, list[str]] = {}
 for _e in GRANTABLE:
     BY_TYPE.setdefault(entity_type(_e), []).append(_e)
 
+# Wildcard grants: every type's, a `*` in the namespace, one that crosses a dataset name's dots,
+# one in a program's kind, one that matches nothing.
+WILDCARDS = [
+    "dataset:ns1.d*",
+    "dataset:*.d.*",
+    "dataset:ns?.*",
+    "program:ns1.a1.*.*",
+    "program:*.a?.spark.p3",
+    "application:ns2.a?",
+    "schedule:ns1.*.s1",
+    "artifact:ns1.*",
+    "namespace:ns*",
+    "stream:*.st?",
+    "securekey:ns3.*",
+    "dataset_type:ns1.t.*",
+    "dataset_module:*.m*",
+    "kerberosprincipal:k?@EXAMPLE.COM",
+    "application:ns9.*",
+]
 USERS = ["user:u1", "user:u2", "user:u3"]
 GROUPS = ["group:g1", "group:g2", "role:r1"]
 PRINCIPALS = [*USERS, *GROUPS]
@@ -115,6 +135,13 @@ def worlds(draw: st.DrawFn) -> dict[str, Any]:
         for i, e in enumerate([f"namespace:{ns}", *_inside(ns)]):
             if step == 0 or (i + offset) % (step + 3):
                 grants.append((principal, action, e))
+    # wildcard grants (`*`, `?` in any part), matched part by part as Sentry matches them
+    grants += draw(
+        st.lists(
+            st.tuples(st.sampled_from(PRINCIPALS), st.sampled_from(GRANT_ACTIONS), st.sampled_from(WILDCARDS)),
+            max_size=3,
+        )
+    )
     members = draw(
         st.lists(
             st.tuples(st.sampled_from([*USERS, *GROUPS]), st.sampled_from(GROUPS)),
@@ -132,7 +159,7 @@ def worlds(draw: st.DrawFn) -> dict[str, Any]:
 @st.composite
 def requests(draw: st.DrawFn, world: Mapping[str, Any] | None = None) -> tuple[str, str, str, dict[str, str]]:
     """A request; with a world, biased towards its principals and the entities it grants on."""
-    granted = sorted({g[2] for g in world["grants"]}) if world else []
+    granted = sorted({g[2] for g in world["grants"] if not is_pattern(g[2])}) if world else []
     holders = sorted({g[0] for g in world["grants"]} | {m[0] for m in world["members"]}) if world else []
 
     def some(type_name: str) -> st.SearchStrategy[str]:

@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from privilog.dsl.ir import Param, Policy
 from privilog.engine.ids import EntityId
+from privilog.engine.patterns import is_pattern
 
 with warnings.catch_warnings(), contextlib.suppress(ImportError):
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -87,6 +88,22 @@ class Names:
             f"artifact:{ns}.art1",
             f"artifact:{ns}.art2",
             f"securekey:{ns}.k1",
+        ]
+
+    def wildcards(self, ns: str) -> list[str]:
+        """Wildcard grants' ids: in each type's parts, across a dataset name's dots, over created entities."""
+        return [
+            f"dataset:{ns}.d*",
+            "dataset:*.new.*",
+            f"program:{ns}.a1.*.*",
+            f"program:{ns}.a?.spark.p3",
+            f"application:{ns}.a?",
+            f"artifact:{ns}.*",
+            f"namespace:ns?w{self.tag}",
+            f"stream:{ns}.*",
+            "securekey:*.k1",
+            f"dataset_type:{ns}.t*",
+            f"schedule:{ns}.a*.s?",
         ]
 
     def fresh(self, ns: str) -> list[str]:
@@ -153,6 +170,8 @@ def worlds(draw: st.DrawFn, names: Names, actions: Sequence[str]) -> dict[str, A
         for i, e in enumerate([f"namespace:{ns}", *names.inside(ns)]):
             if step == 0 or (i + offset) % (step + 3):
                 grants.append((principal, action, e))
+    wild = [w for ns in namespaces for w in names.wildcards(ns)]
+    grants += draw(st.lists(st.tuples(st.sampled_from(principals), st.sampled_from(grant_actions), st.sampled_from(wild)), max_size=3))
     members = draw(
         st.lists(st.tuples(st.sampled_from(principals), st.sampled_from(names.groups)), max_size=5, unique=True)
     )
@@ -242,7 +261,7 @@ def requests(draw: st.DrawFn, policy: Policy, world: dict[str, Any], names: Name
     """
     operations = [op for op in policy.operations for _ in range(4 if op.params else 1)]  # few take arguments
     types = {op.entity_type for op in policy.operations}
-    grants = [g for g in world["grants"] if g[2].split(":")[0] in types]
+    grants = [g for g in world["grants"] if g[2].split(":")[0] in types and not is_pattern(g[2])]
     if grants and draw(st.sampled_from(["granted", "granted", "anything"])) == "granted":
         holder, _, granted = draw(st.sampled_from(grants))
         entity = draw(st.sampled_from([e for e in [granted, *ancestors(granted)] if e.split(":")[0] in types]))
