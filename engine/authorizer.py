@@ -25,7 +25,7 @@ from privilog.engine.decision import Change, Decision, GrantChange, MembershipCh
 from privilog.engine.facts import world_facts
 from privilog.engine.ids import ENTITY_TYPES, EntityId, IdError, parent_type, parse_principal
 from privilog.engine.inventory import Inventory
-from privilog.engine.patterns import PatternIndex, is_pattern, match_rows, matches
+from privilog.engine.patterns import PatternIndex, is_pattern, match_rows, matches, parse_pattern
 from privilog.engine.program import Program, Row, compile_policy
 from privilog.engine.world import Grant, World
 
@@ -287,6 +287,18 @@ class Authorizer:
                 self._entities.clear()
             self._entities[text] = entity
         return entity
+
+    def granted_entity(self, text: str | EntityId) -> EntityId:
+        """What a grant names: an entity id, or a wildcard pattern (engine.patterns) of a type the policy knows."""
+        if isinstance(text, EntityId) or not isinstance(text, str) or not is_pattern(text):
+            return self.entity(text)
+        try:
+            pattern = parse_pattern(text)
+        except IdError as error:
+            raise RequestError(str(error)) from None
+        if self.policy.entity_type(pattern.type) is None:
+            raise RequestError(f"policy {self.policy.name} has no entity type `{pattern.type}`")
+        return pattern
 
     def request(
         self, principal: str, operation: str, entity: str | EntityId, args: Mapping[str, object] | None = None

@@ -455,12 +455,12 @@ class Session:
         at = len(before)
         principal = self._principal(words[0])
         actions = self._actions(words[1])
-        entities = [self.authorizer.entity(w) for w in words[2:at]]
+        entities = [self.authorizer.granted_entity(w) for w in words[2:at]]
         grants = [Grant(principal, a, e) for e in entities for a in actions]
         if self.deployment is not None:
             rows = [[g.principal, g.action, str(g.entity)] for g in grants]
             entry = self._store_change(actor, verb, rows)
-            changed = [Grant(p, a, self.authorizer.entity(e)) for p, a, e in entry.items]
+            changed = [Grant(p, a, self.authorizer.granted_entity(e)) for p, a, e in entry.items]
         else:
             change = self.authorizer.grant if verb == "grant" else self.authorizer.revoke
             changed = change(actor, grants)

@@ -26,6 +26,7 @@ from typing import Any
 
 from privilog.dsl.errors import OneLineError
 from privilog.engine.ids import EntityId, IdError, parse_principal
+from privilog.engine.patterns import parse_pattern
 from privilog.engine.world import NotAnAdmin, World, check_action
 
 SCHEMA_VERSION = 1
@@ -120,7 +121,7 @@ def _check_item(kind: str, item: Any, actions: Sequence[str]) -> Any:
         if not isinstance(item, list | tuple) or len(item) != width or not all(isinstance(x, str) for x in item):
             raise StoreError(f"an item of `{kind}` is {shape}, not {item!r}")
         if kind in ("grant", "revoke"):
-            return (parse_principal(item[0]), check_action(item[1], actions), str(_entity(item[2])))
+            return (parse_principal(item[0]), check_action(item[1], actions), str(parse_pattern(item[2])))
         if kind.startswith("member."):
             return (parse_principal(item[0]), parse_principal(item[1]))
         return (_token_id(item[0]), parse_principal(item[1]))

@@ -38,6 +38,7 @@ from typing import Any
 from privilog.dsl.ir import Policy
 from privilog.engine.authorizer import Authorizer
 from privilog.engine.ids import EntityId
+from privilog.engine.patterns import parse_pattern
 from privilog.engine.world import Grant, World, WorldError
 
 from .base import IMPORT, Change, Store
@@ -195,7 +196,7 @@ class Deployment:
         a, kind, items, actor = self.authorizer, entry.kind, entry.items, entry.actor
         with self._replaying():
             if kind in ("grant", "revoke"):
-                grants = [Grant(p, action, EntityId.parse(e)) for p, action, e in items]
+                grants = [Grant(p, action, parse_pattern(e)) for p, action, e in items]
                 (a.grant if kind == "grant" else a.revoke)(actor, grants)
             elif kind == "member.add":
                 a.add_members(actor, items)

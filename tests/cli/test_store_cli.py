@@ -171,3 +171,14 @@ def test_memberships_changed_in_the_repl_go_to_the_store(store: str) -> None:
     with open_store(store, ACTIONS, create=False) as opened:
         assert ("user:bob", "group:analysts") in opened.snapshot()[0].members
         assert [e.kind for e in opened.audit()[-2:]] == ["member.add", "member.remove"]
+
+
+def test_a_wildcard_grant_lasts_in_the_store_and_counts_after_a_reopen(store: str) -> None:
+    session = Session(store=store)
+    assert "granted" in session.one_shot("grant user:wil READ dataset:sales.* as user:root")
+    assert session.one_shot("check user:wil dataset.read dataset:sales.orders").startswith("ALLOW")
+    reopened = Deployment(open_store(store, ACTIONS, create=False), dsl.load_policy("cdap"))
+    assert reopened.authorizer.allows("user:wil", "dataset.read", "dataset:sales.orders")
+    assert not reopened.authorizer.allows("user:wil", "dataset.write", "dataset:sales.orders")
+    session.one_shot("revoke user:wil READ dataset:sales.* as user:root")
+    assert session.one_shot("check user:wil dataset.read dataset:sales.orders").startswith("DENY")
