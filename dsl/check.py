@@ -302,8 +302,9 @@ def prelude_relations(policy: Policy) -> tuple[set[str], set[str]]:
 
 
 # Clauses a policy may add to the prelude's relations: `allowed` negates `denied`, and nothing
-# else the prelude defines reads it, so a deny rule can only ever deny more (fail closed).
-DENY_RULES = frozenset({"denied"})
+# else the prelude defines reads it, so a deny rule can only ever deny more (fail closed); and
+# `bypass`, a request let through whatever it lacks, with the reason a decision shows.
+DENY_RULES = frozenset({"denied", "bypass"})
 
 
 def _prelude(policy: Policy, errors: list[PolicyError]) -> None:

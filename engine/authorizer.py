@@ -397,7 +397,9 @@ class Authorizer:
         return facts
 
     def _evaluate(
-        self, requests: list[Request], relations: tuple[str, ...] = ("allowed", "applies", "met", "covered", "lacking")
+        self,
+        requests: list[Request],
+        relations: tuple[str, ...] = ("allowed", "applies", "met", "covered", "lacking", "bypass"),
     ) -> tuple[dict[str, Request], dict[str, set[Row]]]:
         """Assert the requests, read back every relation the decisions need, retract."""
         answers: dict[str, set[Row]] = {}
@@ -546,7 +548,8 @@ class Authorizer:
         for number, requirement in enumerate(op.requirements, start=1):
             iid = f"{op.qualified}#{number}"
             outcomes.append(self._outcome(rid, iid, request, requirement, iid in applies, answers))
-        decision = Decision(request, allowed, tuple(outcomes), self.policy.name)
+        bypassed = tuple(sorted({r[1] for r in answers.get("bypass", ()) if r[0] == rid})) if allowed else ()
+        decision = Decision(request, allowed, tuple(outcomes), self.policy.name, bypassed=bypassed)
         if allowed or not explain_denials:
             return decision
         return Decision(

@@ -140,6 +140,8 @@ class Decision:
     policy: str
     fixes: tuple[tuple[Change, ...], ...] = ()
     remaining: tuple[EntityId, ...] = field(default=())  # a partial delete leaves these
+    # why a bypass let the request through whatever it lacks (the prelude's `bypass` reasons)
+    bypassed: tuple[str, ...] = ()
 
     @property
     def unmet(self) -> tuple[Outcome, ...]:
@@ -153,7 +155,7 @@ class Decision:
             "requirements": [o.to_json() for o in self.outcomes],
             "fixes": [[c.to_json() for c in fix] for fix in self.fixes],
             "remaining": [str(e) for e in self.remaining],
-        }
+        } | ({"bypass": list(self.bypassed)} if self.bypassed else {})
 
 
 @dataclass(frozen=True)

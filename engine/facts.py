@@ -31,6 +31,7 @@ def world_facts(world: World) -> dict[str, set[Row]]:
         "grant": {(g.principal, g.action, str(g.entity)) for g in world.grants},
         "member_of": set(world.members),
         "admin": {(a,) for a in world.admins},
+        "config": {(key, value) for key, values in world.config.items() for value in values},
         "is_a": {(names[e], e.type) for e in parents},
         "child_of": {(names[e], names[p]) for e, p in parents.items() if p is not None},
     }

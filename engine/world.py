@@ -29,7 +29,15 @@ import yaml
 from privilog.dsl.errors import OneLineError, PrivilogError, did_you_mean
 from privilog.dsl.files import FileRefused, read_world_text, write_atomically
 from privilog.engine.formats import TableError, TableFile, Unreadable, find_tables, is_table_path, load_document
-from privilog.engine.ids import DEFAULT_INSTANCE, INSTANCE_NAME, EntityId, IdError, parse_instance, parse_principal
+from privilog.engine.ids import (
+    DEFAULT_INSTANCE,
+    INSTANCE_NAME,
+    PRINCIPAL_KINDS,
+    EntityId,
+    IdError,
+    parse_instance,
+    parse_principal,
+)
 from privilog.engine.patterns import is_pattern, parse_pattern
 from privilog.engine.worldlog import Change, Identity, LogDamaged, Logged, WorldFile, log_bound
 from privilog.engine.yamlsave import Facts, edited
@@ -101,6 +109,8 @@ class World:
     admins: set[str] = field(default_factory=set)
     instance: str = DEFAULT_INSTANCE
     path: Path | None = None
+    # a deployment's settings the policy's rules read as `config(KEY, VALUE)` (a list: a row each)
+    config: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # the policy's actions, when the world was read for one: a grant of any other is refused
     actions: tuple[str, ...] = field(default=(), compare=False, repr=False)
     # the YAML text the world was read from (or last saved as): a save edits it in place
@@ -135,6 +145,7 @@ class World:
         names = {g.principal for g in self.grants} | self.admins
         for member, group in self.members:
             names.update((member, group))
+        names.update(v for values in self.config.values() for v in values if v.partition(":")[0] in PRINCIPAL_KINDS)
         return names
 
     def groups_of(self, principal: str) -> set[str]:
@@ -426,7 +437,7 @@ class World:
             "grants": [[g.principal, g.action, str(g.entity)] for g in sorted(self.grants)],
             "members": [list(m) for m in sorted(self.members)],
             "admins": sorted(self.admins),
-        }
+        } | ({"config": {k: list(v) for k, v in sorted(self.config.items())}} if self.config else {})
 
 
 def save_world(world: World, path: Path) -> None:
@@ -609,7 +620,7 @@ def compose(text: str, file: str) -> Located | None:
 class WorldReader:
     """Turns located YAML values into a :class:`World`, checking actions against the policy's."""
 
-    KEYS = ("instance", "entities", "grants", "members", "admins")
+    KEYS = ("instance", "config", "entities", "grants", "members", "admins")
 
     def __init__(self, actions: Iterable[str]):
         self.actions = tuple(actions)
@@ -712,7 +723,21 @@ class WorldReader:
             world.members.add((self.principal(pair[0]), self.principal(pair[1])))
         for entry in self.items(data.get("admins"), "admins"):
             world.admins.add(self.principal(entry))
+        if "config" in data:
+            world.config = self.config(data["config"])
         return world
+
+    def config(self, item: Located) -> dict[str, tuple[str, ...]]:
+        """``config``: a mapping of KEY to a value or a list of values, all text."""
+        if not isinstance(item.value, dict):
+            raise self.fail(item.where, "`config` is a mapping of KEY to a value or a list of values")
+        out: dict[str, tuple[str, ...]] = {}
+        for key, value in item.value.items():
+            if not isinstance(key, str) or not CONFIG_KEY.fullmatch(key):
+                raise self.fail(value.where, f"a config key is lower case letters, digits, `_` and `.`, not {key!r}")
+            values = value.value if isinstance(value.value, list) else [value]
+            out[key] = tuple(dict.fromkeys(_config_value(self.text(v, f"`config.{key}`"), self, v) for v in values))
+        return out
 
 
 def parse_located(text: str, actions: Iterable[str], file: str = "<world>", path: Path | None = None) -> World:
@@ -739,6 +764,15 @@ def parse_world(text: str, actions: Iterable[str], file: str = "<world>", path: 
                 world.actions = tuple(actions)
                 return world
     return parse_located(text, actions, file, path)
+
+
+def read_config(path: str | Path) -> dict[str, tuple[str, ...]]:
+    """A deployment's settings from a YAML or JSON file: a mapping of KEY to a value or a list of
+    values, as a world's ``config:`` (a mistake is placed at its file:line:col)."""
+    root = compose(read_world_text(path, "config"), str(path))
+    if root is None:
+        return {}
+    return WorldReader(()).config(root)
 
 
 def world_from_data(data: dict[str, Any], actions: Iterable[str]) -> World:
@@ -863,6 +897,16 @@ class _EntityIds(dict[str, EntityId]):
         return entity
 
 
+CONFIG_KEY = re.compile(r"[a-z][a-z0-9_.]{0,99}")
+CONFIG_VALUE = re.compile(r"[!-~]{1,1000}")  # printable ASCII without blanks: an id, a name, `*`
+
+
+def _config_value(text: str, reader: WorldReader, item: Located) -> str:
+    if not CONFIG_VALUE.fullmatch(text):
+        raise reader.fail(item.where, f"a config value is printable text without blanks (at most 1000), not {text!r}")
+    return text
+
+
 class _GrantedIds(dict[str, EntityId]):
     """What grants name, by text: an entity id, or a wildcard pattern (engine.patterns)."""
 
@@ -921,7 +965,23 @@ class _PlainReader:
         world.grants = self._grants(self._items(data.get("grants")))
         world.members = {self._member(m) for m in self._items(data.get("members"))}
         world.admins = {principals[a] for a in self._items(data.get("admins"))}
+        if "config" in data:
+            world.config = self._config(data["config"])
         return world
+
+    @staticmethod
+    def _config(value: Any) -> dict[str, tuple[str, ...]]:
+        if type(value) is not dict:
+            raise _Invalid
+        out: dict[str, tuple[str, ...]] = {}
+        for key, values in value.items():
+            values = values if type(values) is list else [values]
+            if type(key) is not str or not CONFIG_KEY.fullmatch(key):
+                raise _Invalid
+            if any(type(v) is not str or not CONFIG_VALUE.fullmatch(v) for v in values):
+                raise _Invalid
+            out[key] = tuple(dict.fromkeys(values))
+        return out
 
     @staticmethod
     def _items(value: Any) -> list[Any]:

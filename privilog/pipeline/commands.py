@@ -253,6 +253,12 @@ def register(sub: Any) -> None:
         )
         q.add_argument("--grants", required=True, help="a table with the columns principal, action, entity")
         q.add_argument("--members", help="a table with the columns principal, group")
+        q.add_argument(
+            "--config",
+            metavar="FILE",
+            help="the deployment's settings the policy reads (YAML or JSON: KEY: VALUE or a list), "
+            "as a world's `config:`, such as `superusers: [user:ann]`",
+        )
         if requests:
             q.add_argument(
                 "--requests",

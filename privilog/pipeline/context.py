@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from privilog import dsl
 from privilog.dsl.ir import Policy
 from privilog.engine.program import compile_policy
+from privilog.engine.world import read_config
 from privilog.pipeline.catalog import CatalogRun, is_table, read_input, require_catalog, table_name
 from privilog.pipeline.console import Heartbeat, quiet_jvm
 from privilog.pipeline.inputs import (
@@ -252,7 +253,9 @@ def load_world(context: Context, vocabulary: Vocabulary, args: argparse.Namespac
     entities = context.table(args.entities, "entities")
     grants = context.table(args.grants, "grants")
     assert entities is not None and grants is not None
-    deployment = load_deployment(context.spark, vocabulary, entities, grants, context.table(args.members, "members"))
+    config = read_config(args.config) if getattr(args, "config", None) else {}
+    members = context.table(args.members, "members")
+    deployment = load_deployment(context.spark, vocabulary, entities, grants, members, config)
     if report:
         context.rejects.append(deployment.rejects)
     return deployment

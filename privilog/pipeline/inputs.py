@@ -301,6 +301,7 @@ def load_deployment(
     entities: DataFrame,
     grants: DataFrame,
     members: DataFrame | None,
+    config: Mapping[str, tuple[str, ...]] | None = None,
 ) -> Deployment:
     """Check the world's tables and turn them into base relations."""
     from pyspark.sql import functions as F
@@ -353,6 +354,11 @@ def load_deployment(
         .union(grant_rows.select(F.col("action").alias("value")))
         .union(principals.select(F.col("principal").alias("value")))
     )
+    settings = sorted({(key, value) for key, values in (config or {}).items() for value in values})
+    if settings:
+        rows = spark.createDataFrame(settings, "key string, value string")
+        relations["config"] = rows.select(*encoded("key", "value"))
+        values = values.union(rows.select("key")).union(rows.select("value"))
     used = {"entities": good_entities, "grants": good_grants, "members": good_members}
     rejects = bad_entities.union(bad_grants).union(bad_members)
     deployment = Deployment(vocabulary, relations, existing, values, principals, rejects, grant_rows, used, patterns)

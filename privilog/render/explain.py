@@ -104,6 +104,8 @@ def render_decision(decision: Decision) -> str:
     """The decision as a tree: the request, each requirement, and what met it or what is missing."""
     verdict = "ALLOW" if decision.allowed else "DENY"
     lines = [f"{verdict} {decision.request}  (policy {decision.policy})"]
+    if decision.bypassed:
+        lines.append(f"   let through by a bypass ({', '.join(decision.bypassed)}), whatever it lacks:")
     if not decision.outcomes:
         lines.append("└─ the operation requires nothing")
     lines += _tree([_outcome_lines(decision, o) for o in decision.outcomes])
@@ -136,7 +138,8 @@ def render_fixes(decision: Decision) -> list[str]:
 def render_short(decision: Decision) -> str:
     """One line: ``ALLOW user:alice namespace.delete namespace:ns1``, and for a deny, what is unmet."""
     if decision.allowed:
-        return f"ALLOW {decision.request}"
+        bypass = f" (bypass: {', '.join(decision.bypassed)})" if decision.bypassed else ""
+        return f"ALLOW {decision.request}{bypass}"
     unmet = "; ".join(o.text for o in decision.unmet) or "the operation does not apply to this entity"
     return f"DENY {decision.request}: unmet: {unmet}"
 

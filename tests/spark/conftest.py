@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from privilog.dsl.ir import Param, Policy
 from privilog.engine.ids import EntityId
-from privilog.engine.patterns import is_pattern
+from privilog.engine.patterns import is_pattern, matches, parse_pattern
 
 with warnings.catch_warnings(), contextlib.suppress(ImportError):
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -171,7 +171,8 @@ def worlds(draw: st.DrawFn, names: Names, actions: Sequence[str]) -> dict[str, A
             if step == 0 or (i + offset) % (step + 3):
                 grants.append((principal, action, e))
     wild = [w for ns in namespaces for w in names.wildcards(ns)]
-    grants += draw(st.lists(st.tuples(st.sampled_from(principals), st.sampled_from(grant_actions), st.sampled_from(wild)), max_size=3))
+    wildcard = st.tuples(st.sampled_from(principals), st.sampled_from(grant_actions), st.sampled_from(wild))
+    grants += draw(st.lists(wildcard, min_size=1, max_size=3))
     members = draw(
         st.lists(st.tuples(st.sampled_from(principals), st.sampled_from(names.groups)), max_size=5, unique=True)
     )
@@ -249,6 +250,14 @@ def members_of(world: dict[str, Any], group: str) -> list[str]:
     return list(found)[1:]
 
 
+def _instances(names: Names, granted: str) -> list[str]:
+    """The entity a grant names, or for a wildcard the entities a request may name that it matches."""
+    if not is_pattern(granted):
+        return [granted]
+    pattern = parse_pattern(granted)
+    return [e for e in names.of_type(pattern.type) if matches(pattern, EntityId.parse(e))]
+
+
 @st.composite
 def requests(draw: st.DrawFn, policy: Policy, world: dict[str, Any], names: Names) -> tuple[str, str, str, str]:
     """A request row (principal, operation, entity, args as JSON text), biased towards what the world grants.
@@ -261,9 +270,14 @@ def requests(draw: st.DrawFn, policy: Policy, world: dict[str, Any], names: Name
     """
     operations = [op for op in policy.operations for _ in range(4 if op.params else 1)]  # few take arguments
     types = {op.entity_type for op in policy.operations}
-    grants = [g for g in world["grants"] if g[2].split(":")[0] in types and not is_pattern(g[2])]
-    if grants and draw(st.sampled_from(["granted", "granted", "anything"])) == "granted":
-        holder, _, granted = draw(st.sampled_from(grants))
+    grants = [g for g in world["grants"] if g[2].split(":")[0] in types and _instances(names, g[2])]
+    wildcards = [g for g in grants if is_pattern(g[2])]
+    how = draw(st.sampled_from(["granted", "granted", "wildcard", "anything"]))
+    if how == "wildcard" and wildcards:
+        grants = wildcards  # a third of the requests the world's grants lead to: through a wildcard
+    if grants and how != "anything":
+        holder, _, pattern = draw(st.sampled_from(grants))
+        granted = draw(st.sampled_from(_instances(names, pattern)))  # a wildcard's: an entity it matches
         entity = draw(st.sampled_from([e for e in [granted, *ancestors(granted)] if e.split(":")[0] in types]))
         principal = draw(st.sampled_from([holder, *members_of(world, holder)]))
         op = draw(st.sampled_from([op for op in operations if op.entity_type == entity.split(":")[0]]))

@@ -259,6 +259,12 @@ def test_the_batch_covers_what_the_comparison_is_about(run: Pipeline) -> None:
     assert sum(bool(d["args"]) for d in decisions) >= 4, "requests with arguments"
     assert sum(d["principal"] in groups for d in decisions) >= 5, "requests by groups and roles"
     assert len(run.rejected) >= 10
+    through_wildcards = 0
+    for index in run.decided:
+        expected = _reference(run, index)
+        if isinstance(expected, Decision) and any(w.pattern for o in expected.outcomes for w in o.witnesses):
+            through_wildcards += 1
+    assert through_wildcards >= 3, "requests met through wildcard grants"
 
 
 # ---- arguments --------------------------------------------------------------------------
