@@ -42,6 +42,7 @@ from privilog.pipeline.tables import (
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from privilog.engine.spark.evaluate import SparkEngine
 
@@ -62,6 +63,7 @@ class Context:
     trace: bool = False
     rejects: list[DataFrame] = field(default_factory=list)
     inputs: dict[str, tuple[str, str, DataFrame]] = field(default_factory=dict)  # table -> path, format, rows
+    _schemas: dict[str, StructType] = field(default_factory=dict)  # each table written, as it was written
 
     @property
     def out(self) -> Path | str:
@@ -98,6 +100,7 @@ class Context:
             path = self.run.table(name)
             self.progress(f"writing {name} ({self.run.format})")
             columns = write_table(df, path, self.run.format)
+            self._schemas[name] = df.schema
         output = Output(name, self.run.format, columns, self.read_back(name).count())
         self.run.wrote(output)
         return output
@@ -106,7 +109,7 @@ class Context:
         """The table ``name`` as this run wrote it (a CSV's nested columns stay JSON text)."""
         if isinstance(self.run, CatalogRun):
             return self.run.read_back(name)
-        return read_written(self.spark, self.run.path(name), self.run.format)
+        return read_written(self.spark, self.run.path(name), self.run.format, self._schemas.get(name))
 
     def wrote_line(self, names: list[str]) -> str:
         """Where the run's tables went, for a command's last line."""
@@ -211,6 +214,8 @@ def running(args: argparse.Namespace, command: str) -> Iterator[Context]:
         table_name(out_table, "--out-table")  # refused before Spark starts
     remote = args.remote or os.environ.get("SPARK_REMOTE") or None
     check_catalog_use(args, remote)
+    # the settings, read (and refused) before Spark starts
+    args.settings = read_config(args.config) if getattr(args, "config", None) else {}
 
     def session() -> SparkSession:
         if remote is not None:
@@ -253,7 +258,7 @@ def load_world(context: Context, vocabulary: Vocabulary, args: argparse.Namespac
     entities = context.table(args.entities, "entities")
     grants = context.table(args.grants, "grants")
     assert entities is not None and grants is not None
-    config = read_config(args.config) if getattr(args, "config", None) else {}
+    config = getattr(args, "settings", None) or {}
     members = context.table(args.members, "members")
     deployment = load_deployment(context.spark, vocabulary, entities, grants, members, config)
     if report:

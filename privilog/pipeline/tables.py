@@ -17,6 +17,7 @@ from privilog.dsl.errors import PrivilogError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 
 TABLES: dict[str, tuple[str, ...]] = {
@@ -270,10 +271,14 @@ def write_table(df: DataFrame, path: Path, fmt: str = "parquet") -> list[dict[st
     return columns
 
 
-def read_written(spark: SparkSession, path: Path, fmt: str) -> DataFrame:
-    """A table as :func:`write_table` wrote it (a CSV's nested columns stay JSON text)."""
+def read_written(spark: SparkSession, path: Path, fmt: str, schema: StructType | None = None) -> DataFrame:
+    """A table as :func:`write_table` wrote it (a CSV's nested columns stay JSON text). JSON lines
+    of no rows say no columns: with the written ``schema``, an empty table has its columns."""
     if fmt == "csv":
         return spark.read.option("header", True).option("escape", '"').option("multiLine", True).csv(str(path))
     if fmt == "json":
-        return spark.read.json(str(path))
+        found = spark.read.json(str(path))
+        if not found.columns and schema is not None:
+            return spark.createDataFrame([], schema)
+        return found
     return spark.read.parquet(str(path))

@@ -560,3 +560,54 @@ def test_a_missing_column_is_one_line_and_exit_2(
     assert code == 2, out + err
     assert err.count("\n") == 1 and err.startswith(f"privilog: {grants}: the grants table needs the columns"), err
     assert "missing action" in err
+
+
+def test_settings_and_wildcard_grants_decide_as_the_reference_decides(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--config` (a superuser) and wildcard grants (a group's, a create's, an argument's), end to end."""
+    world = {
+        "config": {"superusers": ["user:root"]},
+        "entities": ["dataset:ns1.sales.2024", "dataset:ns1.hr", "program:ns1.app.service.api", "artifact:ns1.etl"],
+        "grants": [
+            ["user:alice", "READ", "dataset:ns1.sales.*"],
+            ["group:eng", "EXECUTE", "program:ns1.app.*.*"],
+            ["user:carol", "ADMIN", "dataset:ns?.new*"],
+            ["user:dave", "ADMIN", "application:ns1.*"],
+            ["user:dave", "READ", "artifact:ns1.e?l"],
+        ],
+        "members": [["user:bob", "group:eng"]],
+    }
+    requests = [
+        ("user:alice", "dataset.read", "dataset:ns1.sales.2024", ""),
+        ("user:alice", "dataset.read", "dataset:ns1.hr", ""),
+        ("user:bob", "program.start", "program:ns1.app.service.api", ""),
+        ("user:carol", "dataset.create", "dataset:ns2.newone", ""),
+        ("user:carol", "dataset.create", "dataset:ns2.old", ""),
+        ("user:dave", "application.deploy", "application:ns1.new", '{"artifact": "artifact:ns1.etl"}'),
+        ("user:dave", "application.deploy", "application:ns1.new", '{"artifact": "artifact:ns1.other"}'),
+        ("user:root", "namespace.delete", "namespace:ns1", ""),
+        ("user:alice", "namespace.get", "namespace:ns1", ""),
+    ]
+    tables = {
+        "entities": (["entity"], [[e] for e in world["entities"]]),
+        "grants": (["principal", "action", "entity"], world["grants"]),
+        "members": (["principal", "group"], world["members"]),
+        "requests": (["principal", "operation", "entity", "args"], [list(r) for r in requests]),
+    }
+    for name, (header, rows) in tables.items():
+        with (tmp_path / f"{name}.csv").open("w", newline="") as f:
+            csv.writer(f).writerows([header, *rows])
+    (tmp_path / "config.yaml").write_text("superusers: [user:root]\n")
+    out = tmp_path / "run"
+    argv = [f"--{name}={tmp_path / f'{name}.csv'}" for name in tables]
+    code, _, err = run(capsys, "pipeline", "decide", *argv, "--config", str(tmp_path / "config.yaml"), "--out", str(out), "--out-format", "json", "--quiet")
+    assert code == 0, err
+    decided = {(r["principal"], r["entity"], r["args"] or ""): r["decision"] for r in _shown(out, "decisions")}
+    reference = privilog.load("cdap", world)
+    for principal, operation, entity, args in requests:
+        expected = reference.check(reference.request(principal, operation, entity, json.loads(args) if args else {}))
+        assert decided[(principal, entity, args)] == ("allow" if expected.allowed else "deny"), (principal, entity)
+    assert sorted(decided.values()).count("allow") == 6
+    code, _, err = run(capsys, "pipeline", "decide", *argv, "--config", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "r2"))
+    assert code == 2 and "nope.yaml" in err and err.count("\n") == 1
