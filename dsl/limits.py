@@ -62,12 +62,29 @@ WORLD_ENTRIES = Limit("PRIVILOG_MAX_WORLD_ENTRIES", 2_000_000, "entries (entitie
 # 1 ms a case.
 SCENARIO_BYTES = Limit("PRIVILOG_MAX_SCENARIO_BYTES", 4 << 20, "bytes")
 CASES = Limit("PRIVILOG_MAX_CASES", 10_000, "cases")
+# Wildcard grants are matched against the entities of their type that start with their literal
+# prefix: each comparison is a regular expression (about a microsecond). A few wildcards over a
+# large inventory cost little; a crafted world of many `*` patterns would cost their product.
+WILDCARD_TRIES = Limit("PRIVILOG_MAX_WILDCARD_TRIES", 20_000_000, "entity-pattern comparisons", least=1000)
+# The pipeline broadcasts the distinct wildcards and tries each entity against its type's.
+WILDCARDS = Limit("PRIVILOG_MAX_WILDCARDS", 10_000, "distinct wildcard grants", least=10)
 # A query's answer is kept whole, sorted and printed.
 ANSWER_ROWS = Limit("PRIVILOG_QUERY_ANSWER_ROWS", 10_000, "rows")
 # What an evaluation (a query, a REPL rule) may add to the process's resident memory.
 EVALUATION_MEGABYTES = Limit("PRIVILOG_QUERY_MEGABYTES", 2048, "megabytes", least=16)
 
-LIMITS = (ID_LENGTH, OPERATIONS, RULES, WORLD_ENTRIES, SCENARIO_BYTES, CASES, ANSWER_ROWS, EVALUATION_MEGABYTES)
+LIMITS = (
+    ID_LENGTH,
+    OPERATIONS,
+    RULES,
+    WORLD_ENTRIES,
+    SCENARIO_BYTES,
+    CASES,
+    ANSWER_ROWS,
+    EVALUATION_MEGABYTES,
+    WILDCARD_TRIES,
+    WILDCARDS,
+)
 
 
 class LimitError(OneLineError):

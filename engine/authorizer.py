@@ -25,7 +25,7 @@ from privilog.engine.decision import Change, Decision, GrantChange, MembershipCh
 from privilog.engine.facts import world_facts
 from privilog.engine.ids import ENTITY_TYPES, EntityId, IdError, parent_type, parse_principal
 from privilog.engine.inventory import Inventory
-from privilog.engine.patterns import PatternIndex, is_pattern, match_rows, matches, parse_pattern
+from privilog.engine.patterns import PatternIndex, check_tries, is_pattern, match_rows, matches, parse_pattern
 from privilog.engine.program import Program, Row, compile_policy
 from privilog.engine.world import Grant, World
 
@@ -151,9 +151,14 @@ class Authorizer:
         facts["matches"] = match_rows(self._patterns, entities) if self._patterns else set()
         return facts
 
-    def _pattern_rows(self, pattern: EntityId) -> set[Row]:
-        """``matches`` rows of a wildcard against the existing entities of its type."""
-        return PatternIndex.rows_of(pattern, self.inventory.inside(pattern.type, None))
+    def _pattern_rows(self, pattern: EntityId, count_only: bool = False) -> set[Row]:
+        """``matches`` rows of a wildcard against the existing entities of its type (with
+        ``count_only``, none: only the refusal of one that would cost too much)."""
+        entities = self.inventory.inside(pattern.type, None)
+        if count_only:
+            check_tries(pattern, entities)
+            return set()
+        return PatternIndex.rows_of(pattern, entities)
 
     def _apply(self, added: Mapping[str, set[Row]], removed: Mapping[str, set[Row]]) -> None:
         """Apply a change of base facts to the backend (and to the facts kept for refresh)."""
@@ -172,6 +177,10 @@ class Authorizer:
 
     def grant(self, actor: str, grants: Iterable[Grant]) -> list[Grant]:
         """Add grants as the authorization admin ``actor``; return those that were new."""
+        grants = list(grants)
+        for g in grants:  # a wildcard's cost is refused before the world changes
+            if isinstance(g, Grant) and is_pattern(g.entity) and g.entity not in self._patterns:
+                self._pattern_rows(g.entity, count_only=True)
         new = self.world.grant(actor, grants)
         self._granted(new)
         return new

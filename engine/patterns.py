@@ -32,6 +32,7 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from functools import lru_cache
 
+from privilog.dsl.limits import WILDCARD_TRIES, LimitError
 from privilog.engine.ids import _SHAPES, _SHORT, EntityId, IdError, _refuse_long
 
 WILDCARDS = "*?"
@@ -154,10 +155,29 @@ def match_rows(patterns: Iterable[EntityId], entities: Iterable[EntityId]) -> se
             by_type.setdefault(entity[0], []).append(entity)
     for found in by_type.values():
         found.sort()
+    tries = sum(len(_candidates(p, by_type.get(p[0], []))) for p in patterns)
+    if tries > WILDCARD_TRIES.value():
+        raise LimitError(WILDCARD_TRIES.refusal(f"matching {len(patterns)} wildcard grants", tries))
     out: set[tuple[str, str]] = set()
     for pattern in patterns:
         out |= PatternIndex.rows_of(pattern, by_type.get(pattern[0], []))
     return out
+
+
+def check_tries(pattern: EntityId, entities_of_type: list[EntityId]) -> list[EntityId]:
+    """The entities one wildcard is tried on; :class:`LimitError` past ``PRIVILOG_MAX_WILDCARD_TRIES``."""
+    candidates = _candidates(pattern, entities_of_type)
+    if len(candidates) > WILDCARD_TRIES.value():
+        raise LimitError(WILDCARD_TRIES.refusal(f"matching the wildcard grant on {pattern}", len(candidates)))
+    return candidates
+
+
+def _candidates(pattern: EntityId, entities_of_type: list[EntityId]) -> list[EntityId]:
+    """The (sorted) entities of the pattern's type that start with its literal prefix."""
+    prefix = literal_prefix(pattern)
+    start = bisect_left(entities_of_type, EntityId._enclosing(pattern[0], prefix))
+    end = bisect_left(entities_of_type, EntityId._enclosing(pattern[0], prefix + "\U0010ffff"))
+    return entities_of_type[start:end]
 
 
 class PatternIndex:
@@ -200,13 +220,6 @@ class PatternIndex:
     @staticmethod
     def rows_of(pattern: EntityId, entities_of_type: list[EntityId]) -> set[tuple[str, str]]:
         """``matches`` rows of one pattern against the (sorted) entities of its type."""
-        prefix = literal_prefix(pattern)
-        start = bisect_left(entities_of_type, EntityId._enclosing(pattern[0], prefix))
-        out: set[tuple[str, str]] = set()
+        candidates = check_tries(pattern, entities_of_type)
         text = str(pattern)
-        for entity in entities_of_type[start:]:
-            if not entity[1].startswith(prefix):
-                break
-            if matches(pattern, entity):
-                out.add((str(entity), text))
-        return out
+        return {(str(entity), text) for entity in candidates if matches(pattern, entity)}

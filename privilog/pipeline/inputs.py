@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from privilog.dsl.ir import Operation, Policy
+from privilog.dsl.limits import WILDCARDS, LimitError
 from privilog.engine.authorizer import FALSE_WORDS, TRUE_WORDS, check_hierarchy
 from privilog.engine.ids import _SHAPES, DEFAULT_INSTANCE, ENTITY_TYPES, PRINCIPAL_KINDS, EntityId, parent_type
 from privilog.engine.patterns import java_regex, parse_pattern, wild_shape
@@ -321,7 +322,10 @@ def load_deployment(
     )
     good_grants, bad_grants = _rejects(grants, "grants", grant_problem)
     wild = good_grants.where(F.col("entity").contains("*") | F.col("entity").contains("?")).select("entity").distinct()
-    patterns = sorted(parse_pattern(r["entity"]) for r in wild.collect())
+    found = wild.limit(WILDCARDS.value() + 1).collect()
+    if len(found) > WILDCARDS.value():
+        raise LimitError(WILDCARDS.refusal("the grants", WILDCARDS.value() + 1).replace(" has ", " have at least "))
+    patterns = sorted(parse_pattern(r["entity"]) for r in found)
     actions = F.array(*(F.lit(a) for a in vocabulary.policy.actions))
     grant_rows = good_grants.select(
         "principal",

@@ -174,3 +174,21 @@ def test_a_world_file_keeps_its_wildcard_grants(tmp_path: object) -> None:
     authz = privilog.load("cdap", dict(WORLD))
     assert Grant("user:alice", "READ", parse_pattern("dataset:ns1.sales.*")) in authz.world.grants
     assert any(g[2] == "dataset:ns1.sales.*" for g in authz.world.to_data()["grants"])
+
+
+def test_the_cost_of_matching_wildcards_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crafted world of many `*` patterns over many entities is refused in one line, before its
+    facts are made; a grant that would cost too much is refused before the world changes."""
+    entities = [f"dataset:ns1.d{i}" for i in range(1200)]
+    grants = [["user:x", "READ", f"dataset:ns1.{'?' * n}*"] for n in range(1, 4)]
+    monkeypatch.setenv("PRIVILOG_MAX_WILDCARD_TRIES", "1000")
+    with pytest.raises(privilog.PrivilogError, match="entity-pattern comparisons; the limit is 1000") as raised:
+        load("compiled", {"entities": entities, "grants": grants, "admins": ["user:root"]})
+    assert "PRIVILOG_MAX_WILDCARD_TRIES" in str(raised.value)
+    authz = load("compiled", {"entities": entities, "admins": ["user:root"]})
+    with pytest.raises(privilog.PrivilogError, match="matching the wildcard grant on dataset:ns1.d"):
+        authz.grant("user:root", [Grant("user:x", "READ", parse_pattern("dataset:ns1.d*"))])
+    assert not authz.world.grants
+    narrow = Grant("user:x", "READ", parse_pattern("dataset:ns1.d59?"))  # its literal prefix leaves 11 entities
+    assert authz.grant("user:root", [narrow]) == [narrow]
+    assert authz.check(authz.request("user:x", "dataset.read", "dataset:ns1.d595")).allowed
