@@ -143,7 +143,7 @@ def literal_prefix(pattern: EntityId) -> str:
     return name[:cut]
 
 
-def match_rows(patterns: Iterable[EntityId], entities: Iterable[EntityId]) -> set[tuple[str, str]]:
+def match_rows(patterns: Iterable[EntityId], entities: Iterable[EntityId]) -> set[tuple[str, ...]]:
     """``matches`` rows, (entity, pattern) as text, of every pattern against these entities."""
     patterns = list(patterns)
     if not patterns:
@@ -158,7 +158,7 @@ def match_rows(patterns: Iterable[EntityId], entities: Iterable[EntityId]) -> se
     tries = sum(len(_candidates(p, by_type.get(p[0], []))) for p in patterns)
     if tries > WILDCARD_TRIES.value():
         raise LimitError(WILDCARD_TRIES.refusal(f"matching {len(patterns)} wildcard grants", tries))
-    out: set[tuple[str, str]] = set()
+    out: set[tuple[str, ...]] = set()
     for pattern in patterns:
         out |= PatternIndex.rows_of(pattern, by_type.get(pattern[0], []))
     return out
@@ -206,9 +206,9 @@ class PatternIndex:
     def discard(self, pattern: EntityId) -> None:
         self._patterns.get(pattern[0], set()).discard(pattern)
 
-    def rows(self, entities: Iterable[EntityId]) -> set[tuple[str, str]]:
+    def rows(self, entities: Iterable[EntityId]) -> set[tuple[str, ...]]:
         """``matches`` rows, (entity, pattern) as text, of these entities against every pattern."""
-        out: set[tuple[str, str]] = set()
+        out: set[tuple[str, ...]] = set()
         if not self:
             return out
         for entity in entities:
@@ -218,7 +218,7 @@ class PatternIndex:
         return out
 
     @staticmethod
-    def rows_of(pattern: EntityId, entities_of_type: list[EntityId]) -> set[tuple[str, str]]:
+    def rows_of(pattern: EntityId, entities_of_type: list[EntityId]) -> set[tuple[str, ...]]:
         """``matches`` rows of one pattern against the (sorted) entities of its type."""
         candidates = check_tries(pattern, entities_of_type)
         text = str(pattern)
