@@ -168,8 +168,8 @@ def _check_target(policy: Policy, op: Operation, target: Target, errors: list[Po
                         f"use it as a condition: `... if ${target.param}`",
                     )
                 )
-        case Scope.SELF | Scope.SELF_OR_DESCENDANT:
-            pass
+        case Scope.SELF | Scope.SELF_OR_DESCENDANT | Scope.RULE:
+            pass  # a rule's name is checked with the rules (_by_rules)
 
 
 def _check_requirement(policy: Policy, op: Operation, req: Requirement, errors: list[PolicyError]) -> Requirement:
@@ -532,6 +532,44 @@ def _stratification(policy: Policy, errors: list[PolicyError]) -> None:
         )
 
 
+def _by_rules(policy: Policy, errors: list[PolicyError]) -> None:
+    """`by NAME` names a relation of one column (the request) that the policy's own rules derive."""
+    base, prelude = prelude_relations(policy)
+    arity = {r.head.predicate: len(r.head.terms) for r in policy.rules}
+    for op in policy.operations:
+        for req in op.requirements:
+            for option in req.options:
+                for target in option.targets:
+                    if target.scope is not Scope.RULE:
+                        continue
+                    name = target.param
+                    if name in base or name in prelude or name in {r.name for r in policy.relations}:
+                        errors.append(
+                            PolicyError(
+                                f"`by {name}`: `{name}` is not the policy's own rule",
+                                target.span,
+                                f"derive a relation of the request, `{name}_ok(R) :- request(R, P, _, E), ...`",
+                            )
+                        )
+                    elif name not in arity:
+                        errors.append(
+                            PolicyError(
+                                f"`by {name}`: no rule derives `{name}`",
+                                target.span,
+                                did_you_mean(name, sorted(arity))
+                                or f"write one for the request: `{name}(R) :- request(R, P, _, E), ...`",
+                            )
+                        )
+                    elif arity[name] != 1:
+                        errors.append(
+                            PolicyError(
+                                f"`by {name}`: `{name}` has {arity[name]} columns; it must have one, the request",
+                                target.span,
+                                f"`{name}(R) :- request(R, P, _, E), ...`",
+                            )
+                        )
+
+
 def _vocabulary_pass(policy: Policy, errors: list[PolicyError]) -> None:
     errors.extend(_vocabulary(policy))
 
@@ -543,6 +581,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("operations", _operations),
     ("relations", _relations),
     ("prelude", _prelude),
+    ("by rules", _by_rules),
     ("properties", _properties),
     ("safety", _safety),
     ("stratification", _stratification),

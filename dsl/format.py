@@ -4,7 +4,20 @@ from __future__ import annotations
 
 import re
 
-from privilog.dsl.ir import Atom, Comparison, Literal, Operation, Option, Param, Policy, Requirement, Rule, Term, Var
+from privilog.dsl.ir import (
+    Atom,
+    Comparison,
+    Literal,
+    Operation,
+    Option,
+    Param,
+    Policy,
+    Requirement,
+    Rule,
+    Scope,
+    Term,
+    Var,
+)
 
 _SYMBOL = re.compile(r"[a-z][A-Za-z0-9_]*$")
 _ENTITY = re.compile(r"[a-z_]+:[A-Za-z0-9_@/\-]+(\.[A-Za-z0-9_@/\-]+)*$")
@@ -52,6 +65,8 @@ def format_rule(rule: Rule) -> str:
 
 
 def format_option(option: Option) -> str:
+    if option.targets and option.targets[0].scope is Scope.RULE:
+        return str(option.targets[0])
     actions = " | ".join(option.written or option.actions)
     targets = [str(t) for t in option.targets]
     if targets == ["self"]:

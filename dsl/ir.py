@@ -37,6 +37,7 @@ class Scope(StrEnum):
     ARGUMENT = "arg"  # the entity named by a request argument
     SELF_OR_DESCENDANT = "self_or_descendant"  # at least one of them
     EVERY = "every"  # every descendant (of a type, or "*" for all)
+    RULE = "rule"  # no entity: the policy's relation ``param`` holds for the request (`by NAME`)
 
 
 @dataclass(frozen=True)
@@ -66,12 +67,15 @@ class Target:
                 return "self or descendant"
             case Scope.EVERY:
                 return "every descendant" if self.param == "*" else f"every {self.param}"
+            case Scope.RULE:
+                return f"by {self.param}"
         raise AssertionError(self.scope)
 
 
 @dataclass(frozen=True)
 class Option:
-    """One way to meet a requirement: any of ``actions`` on any of ``targets``.
+    """One way to meet a requirement: any of ``actions`` on any of ``targets``; or, with no actions
+    and one target of scope RULE, the policy's relation it names holding for the request.
 
     ``written`` keeps the action names as the author wrote them (a set name
     such as ``any``), for formatting; ``actions`` is the expansion.

@@ -182,6 +182,9 @@ class _Lowering:
         return tuple(options)
 
     def _option(self, node: Tree[Token]) -> tuple[Option, ...]:
+        if node.data == "by_rule":
+            name = node.children[-1]
+            return (Option((), (Target(Scope.RULE, str(name), self.span(node)),), (), self.span(node)),)
         first = node.children[0]
         assert isinstance(first, Tree)
         if first.data == "alternatives":

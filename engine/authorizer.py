@@ -71,6 +71,18 @@ class Authorizer:
         self.backend: Backend = make_backend(backend, self.program)
         self._facts: dict[str, set[Row]] = {}
         self._operations = {op.qualified: op for op in policy.operations}
+        self._by_rules = tuple(
+            sorted(
+                {
+                    t.param
+                    for op in policy.operations
+                    for r in op.requirements
+                    for o in r.options
+                    for t in o.targets
+                    if t.scope is Scope.RULE
+                }
+            )
+        )
         self._entities: dict[str, EntityId] = {}  # ids parsed once (valid ones only)
         self._principals: set[str] = set()
         self._counter = itertools.count()
@@ -410,7 +422,9 @@ class Authorizer:
         requests: list[Request],
         relations: tuple[str, ...] = ("allowed", "applies", "met", "covered", "lacking", "bypass"),
     ) -> tuple[dict[str, Request], dict[str, set[Row]]]:
-        """Assert the requests, read back every relation the decisions need, retract."""
+        """Assert the requests, read back every relation the decisions need (and the policy's
+        `by` rules), retract."""
+        relations = (*relations, *self._by_rules)
         answers: dict[str, set[Row]] = {}
         with self.asserted(requests) as ids:
             for relation in relations:
@@ -587,7 +601,13 @@ class Authorizer:
         covered = sorted(EntityId.parse(r[2]) for r in answers.get("covered", ()) if r[0] == rid and r[1] == iid)
         lacking = sorted(EntityId.parse(r[2]) for r in answers.get("lacking", ()) if r[0] == rid and r[1] == iid)
         has_every = any(t.scope is Scope.EVERY for o in requirement.options for t in o.targets)
-        met = bool(witnesses) or (has_every and not lacking)
+        by = tuple(
+            t.param
+            for o in requirement.options
+            for t in o.targets
+            if t.scope is Scope.RULE and any(r[0] == rid for r in answers.get(t.param, ()))
+        )
+        met = bool(witnesses) or (has_every and not lacking) or bool(by)
         missing = tuple(
             t.param
             for o in requirement.options
@@ -604,6 +624,7 @@ class Authorizer:
             lacking=tuple(lacking),
             missing_arguments=tuple(dict.fromkeys(missing)),
             condition=str(requirement.condition) if requirement.condition else "",
+            by=by,
         )
 
     def _witness(self, request: Request, action: str, entity: EntityId, holder: str) -> Witness:
@@ -675,8 +696,8 @@ class Authorizer:
             case Scope.ARGUMENT:
                 value = request.arg(param)
                 return [EntityId.parse(value)] if value else []
-            case Scope.EVERY:
-                return []
+            case Scope.EVERY | Scope.RULE:
+                return []  # no grant names "every" entity at once, nor meets a rule
         raise AssertionError(scope)
 
     def _alternatives(self, request: Request, outcome: Outcome, exhaustive: bool = False) -> list[frozenset[Change]]:

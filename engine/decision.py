@@ -115,9 +115,10 @@ class Outcome:
     lacking: tuple[EntityId, ...] = ()  # "every": those not held
     missing_arguments: tuple[str, ...] = ()  # arguments it names that the request did not give
     condition: str = ""
+    by: tuple[str, ...] = ()  # the policy's rules (`by NAME`) that hold for the request and meet it
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        return ({"by": list(self.by)} if self.by else {}) | {
             "id": self.id,
             "requirement": self.text,
             "applies": self.applies,

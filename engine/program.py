@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from privilog.dsl.check import strata
-from privilog.dsl.ir import Atom, Comparison, Literal, Operation, Policy, Requirement, Rule, Var
+from privilog.dsl.ir import Atom, Comparison, Const, Literal, Operation, Policy, Requirement, Rule, Scope, Var
 
 Row = tuple[str, ...]
 
@@ -71,6 +71,9 @@ def table_facts(policy: Policy) -> tuple[dict[str, set[Row]], dict[str, tuple[Op
             rid = requirement_id(op, number)
             index[rid] = (op, req)
             for option in req.options:
+                for target in option.targets:
+                    if target.scope is Scope.RULE:  # no action: the requirement applies, the rule meets it
+                        facts["requires"].add((op.qualified, rid, "", target.scope.value, target.param))
                 for action in option.actions:
                     for target in option.targets:
                         facts["requires"].add((op.qualified, rid, action, target.scope.value, target.param))
@@ -80,9 +83,25 @@ def table_facts(policy: Policy) -> tuple[dict[str, set[Row]], dict[str, tuple[Op
     return facts, index
 
 
+def by_rules(policy: Policy) -> list[Rule]:
+    """For each `by NAME` option, the rule that meets its requirement when NAME holds for the request:
+    ``satisfied(R, "OP#N") :- request(R, _, "OP", _), NAME(R).``"""
+    out = []
+    for op in policy.operations:
+        for number, req in enumerate(op.requirements, start=1):
+            for option in req.options:
+                for target in option.targets:
+                    if target.scope is Scope.RULE:
+                        r, anything = Var("R"), Var("_")
+                        head = Atom("satisfied", (r, Const(requirement_id(op, number))))
+                        request = Atom("request", (r, anything, Const(op.qualified), anything))
+                        out.append(Rule(head, (request, Atom(target.param, (r,))), target.span))
+    return out
+
+
 def compile_policy(policy: Policy) -> Program:
     """Compile a checked policy."""
-    rules = tuple(_normalise(r) for r in policy.rules if r.body)
+    rules = tuple(_normalise(r) for r in (*policy.rules, *by_rules(policy)) if r.body)
     facts, index = table_facts(policy)
     for rule in policy.rules:
         if not rule.body:

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 # The relations the reference authorizer reads back (engine.authorizer.Authorizer._evaluate).
 DECIDE_OUTPUTS = ("allowed", "applies", "met", "lacking")
+# A policy with `by NAME` options: the requirements its rules meet, which no `met` row says.
+BY_RULES_OUTPUT = "satisfied"
 # And what least privilege reads besides (engine.justify): an "every" requirement's covered entities, held.
 JUSTIFY_OUTPUTS = (*DECIDE_OUTPUTS, "covered", "held")
 BY_REQUEST = {"request": 0, "request_arg": 0}  # relations keyed by the request id, partitioned by it
@@ -190,6 +192,9 @@ def decisions(
     met = evaluation.relation("met").select(F.col("c0").alias("rid"), F.col("c1").alias("i"))
     meta = F.broadcast(_requirements(spark, program))
     unmet = applies.join(met, on=["rid", "i"], how="left_anti").join(meta, on="i")
+    if has_by_rules(program):  # met by the policy's rules, with no grant: no `met` row says so
+        by = evaluation.relation(BY_RULES_OUTPUT).select(F.col("c0").alias("rid"), F.col("c1").alias("i"))
+        unmet = unmet.join(by, on=["rid", "i"], how="left_anti")
     lacking = evaluation.cache(
         "lacking",
         evaluation.relation("lacking").select(
@@ -402,6 +407,8 @@ def decide_fused(
     fused = FusedDecisions(engine)
     operations = sorted(r["operation"] for r in requests.good.select("operation").distinct().collect())
     outputs = JUSTIFY_OUTPUTS if needs_for is not None else OUTPUTS
+    decide_outputs = {**OUTPUTS, BY_RULES_OUTPUT: 1} if has_by_rules(engine.program) else OUTPUTS
+    outputs = {**outputs, **decide_outputs}
     try:
         reads = fused.world_relations(operations, outputs)
     except NotCompiled:
@@ -433,7 +440,7 @@ def decide_fused(
     )
     progress(f"planning the fused decisions of {len(operations)} operations")
     try:
-        found = fused.decide(frame, args, world, tables, operations, small, OUTPUTS)
+        found = fused.decide(frame, args, world, tables, operations, small, decide_outputs)
     except NotCompiled:
         progress("not fused (an operation's plan does not compile): deciding by generic evaluation, in rounds")
         return None
@@ -479,6 +486,12 @@ def named_entities(deployment: Deployment, requests: Requests) -> DataFrame:
     return chains.union(args).distinct()
 
 
+def has_by_rules(program: Program) -> bool:
+    """Whether a requirement of the policy has a `by NAME` option."""
+    requirements = [r for op in program.policy.operations for r in op.requirements]
+    return any(t.scope is Scope.RULE for r in requirements for o in r.options for t in o.targets)
+
+
 def decide_all(
     spark: SparkSession,
     engine: SparkEngine,
@@ -509,6 +522,8 @@ def decide_all(
         rounds += 1
         base, added = base_relations(deployment, round_, requests.args)
         outputs = JUSTIFY_OUTPUTS if needs_for is not None else DECIDE_OUTPUTS
+        if has_by_rules(engine.program):
+            outputs = (*outputs, BY_RULES_OUTPUT)
         evaluation = engine.evaluate(base, outputs=outputs, added=added, partition=BY_REQUEST)
         part = decisions(spark, engine.program, evaluation, round_.requests, table, witnesses)
         parts.append(part.transform(persist))

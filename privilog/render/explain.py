@@ -53,13 +53,14 @@ def _outcome_lines(decision: Decision, outcome: Outcome) -> tuple[str, list[str]
     if not outcome.applies:
         return f"{label}: does not apply", []
     if outcome.met:
-        details = [witness_sentence(request.principal, w) for w in outcome.witnesses[:3]]
+        details = [f"the policy's rule `{name}` holds for this request" for name in outcome.by]
+        details += [witness_sentence(request.principal, w) for w in outcome.witnesses[:3]]
         if len(outcome.witnesses) > 3:
             details.append(f"and {len(outcome.witnesses) - 3} more grants")
         if outcome.covered and not outcome.witnesses:
             count = len(outcome.covered)
             details.append(f"{request.principal} holds it on all {count} entities: {_entities(outcome.covered)}")
-        elif not outcome.witnesses:
+        elif not outcome.witnesses and not outcome.by:
             details.append("there is nothing inside to hold it on")
         return f"{label}: met", details
     details = []
@@ -71,7 +72,13 @@ def _outcome_lines(decision: Decision, outcome: Outcome) -> tuple[str, list[str]
             + _entities(outcome.lacking)
         )
     elif not outcome.missing_arguments:
-        details.append(f"no grant to {request.principal} or its groups meets it")
+        options = outcome.text.split(" or ")
+        rules = [f"`{t[3:]}`" for t in options if t.startswith("by ")]
+        if rules and len(rules) == len(options):
+            details.append(f"the policy's rule {' nor '.join(rules)} does not hold for this request")
+        else:
+            nor = f", and {' nor '.join(rules)} does not hold" if rules else ""
+            details.append(f"no grant to {request.principal} or its groups meets it{nor}")
     return f"{label}: UNMET", details
 
 

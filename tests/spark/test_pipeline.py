@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import yaml
 from privilog.engine.authorizer import Authorizer, RequestError
 
 import privilog
@@ -562,6 +563,34 @@ def test_a_missing_column_is_one_line_and_exit_2(
     assert "missing action" in err
 
 
+def _decide_small(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], world: dict[str, Any], requests: list[tuple[str, str, str, str]],
+    *options: str,
+) -> dict[tuple[str, str, str], str]:
+    """``pipeline decide`` over a small world and log written as CSV: each request's decision, by
+    (principal, entity, args)."""
+    tables = {
+        "entities": (["entity"], [[e] for e in world["entities"]]),
+        "grants": (["principal", "action", "entity"], world["grants"]),
+        "members": (["principal", "group"], world.get("members", [])),
+        "requests": (["principal", "operation", "entity", "args"], [list(r) for r in requests]),
+    }
+    for name, (header, rows) in tables.items():
+        with (tmp_path / f"{name}.csv").open("w", newline="") as f:
+            csv.writer(f).writerows([header, *rows])
+    out = tmp_path / "run"
+    argv = [f"--{name}={tmp_path / f'{name}.csv'}" for name in tables]
+    code, _, err = run(capsys, "pipeline", "decide", *argv, *options, "--out", str(out), "--out-format", "json", "--quiet")
+    assert code == 0, err
+    return {(r["principal"], r["entity"], r["args"] or ""): r["decision"] for r in _shown(out, "decisions")}
+
+
+def _agree(decided: dict[tuple[str, str, str], str], reference: Authorizer, requests: list[tuple[str, str, str, str]]) -> None:
+    for principal, operation, entity, args in requests:
+        expected = reference.check(reference.request(principal, operation, entity, json.loads(args) if args else {}))
+        assert decided[(principal, entity, args)] == ("allow" if expected.allowed else "deny"), (principal, entity)
+
+
 def test_settings_and_wildcard_grants_decide_as_the_reference_decides(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -589,25 +618,32 @@ def test_settings_and_wildcard_grants_decide_as_the_reference_decides(
         ("user:root", "namespace.delete", "namespace:ns1", ""),
         ("user:alice", "namespace.get", "namespace:ns1", ""),
     ]
-    tables = {
-        "entities": (["entity"], [[e] for e in world["entities"]]),
-        "grants": (["principal", "action", "entity"], world["grants"]),
-        "members": (["principal", "group"], world["members"]),
-        "requests": (["principal", "operation", "entity", "args"], [list(r) for r in requests]),
-    }
-    for name, (header, rows) in tables.items():
-        with (tmp_path / f"{name}.csv").open("w", newline="") as f:
-            csv.writer(f).writerows([header, *rows])
     (tmp_path / "config.yaml").write_text("superusers: [user:root]\n")
-    out = tmp_path / "run"
-    argv = [f"--{name}={tmp_path / f'{name}.csv'}" for name in tables]
-    code, _, err = run(capsys, "pipeline", "decide", *argv, "--config", str(tmp_path / "config.yaml"), "--out", str(out), "--out-format", "json", "--quiet")
-    assert code == 0, err
-    decided = {(r["principal"], r["entity"], r["args"] or ""): r["decision"] for r in _shown(out, "decisions")}
-    reference = privilog.load("cdap", world)
-    for principal, operation, entity, args in requests:
-        expected = reference.check(reference.request(principal, operation, entity, json.loads(args) if args else {}))
-        assert decided[(principal, entity, args)] == ("allow" if expected.allowed else "deny"), (principal, entity)
+    decided = _decide_small(tmp_path, capsys, world, requests, "--config", str(tmp_path / "config.yaml"))
+    _agree(decided, privilog.load("cdap", world), requests)
     assert sorted(decided.values()).count("allow") == 6
-    code, _, err = run(capsys, "pipeline", "decide", *argv, "--config", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "r2"))
+    code, _, err = run(
+        capsys, "pipeline", "decide", f"--entities={tmp_path / 'entities.csv'}", f"--grants={tmp_path / 'grants.csv'}",
+        f"--requests={tmp_path / 'requests.csv'}", "--config", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "r2"),
+    )  # fmt: skip
     assert code == 2 and "nope.yaml" in err and err.count("\n") == 1
+
+
+def test_requirements_met_by_the_policys_rules_decide_as_the_reference_decides(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`by NAME` options (tests/engine/test_by_rules.py's policy): met by a rule, by a grant, or neither."""
+    here = Path(__file__).parents[1] / "engine"
+    policy = here / "by_rules.policy"
+    world = yaml.safe_load((here / "by_rules_world.yaml").read_text())
+    owner = '{"owner": "kerberosprincipal:alice@EX.COM"}'
+    requests = [
+        ("user:alice", "namespace.create", "namespace:new", owner),
+        ("user:bob", "namespace.create", "namespace:new", owner),
+        ("user:carol", "namespace.get", "namespace:ns1", ""),
+        ("user:dave", "namespace.get", "namespace:ns1", ""),
+        ("user:dave", "dataset.read", "dataset:ns1.d", ""),
+    ]
+    decided = _decide_small(tmp_path, capsys, world, requests, "--policy", str(policy))
+    _agree(decided, privilog.load(str(policy), world), requests)
+    assert [decided[(p, e, a)] for p, _, e, a in requests] == ["allow", "deny", "allow", "deny", "allow"]
