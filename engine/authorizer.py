@@ -25,7 +25,15 @@ from privilog.engine.decision import Change, Decision, GrantChange, MembershipCh
 from privilog.engine.facts import world_facts
 from privilog.engine.ids import ENTITY_TYPES, EntityId, IdError, parent_type, parse_principal
 from privilog.engine.inventory import Inventory
-from privilog.engine.patterns import PatternIndex, check_tries, is_pattern, match_rows, matches, parse_pattern
+from privilog.engine.patterns import (
+    PatternIndex,
+    check_tries,
+    is_pattern,
+    match_rows,
+    matches,
+    parse_pattern,
+    policy_patterns,
+)
 from privilog.engine.program import Program, Row, compile_policy
 from privilog.engine.world import Grant, World
 
@@ -67,6 +75,7 @@ class Authorizer:
         self.policy = policy
         self.world = world if world is not None else World()
         self.program: Program = compile_policy(policy)
+        self._named_patterns = policy_patterns(self.program.rules)
         self.backend_name = backend
         self.backend: Backend = make_backend(backend, self.program)
         self._facts: dict[str, set[Row]] = {}
@@ -140,7 +149,7 @@ class Authorizer:
         if size > WORLD_ENTRIES.value():  # refused before its facts are made: they cost the memory
             raise LimitError(WORLD_ENTRIES.refusal("the world", size))
         self.world.observers.add(self)
-        new = world_facts(self.world)
+        new = world_facts(self.world, self._named_patterns)
         for relation in set(new) | set(self._facts):
             before, after = self._facts.get(relation, set()), new.get(relation, set())
             if before - after:
@@ -149,7 +158,8 @@ class Authorizer:
                 self.backend.add(relation, after - before)
         self._facts = new
         self._holders: dict[tuple[str, EntityId], set[str]] = {}
-        self._patterns: dict[EntityId, int] = {}  # each wildcard granted, and by how many grants
+        # each wildcard granted, and by how many grants (the policy's own patterns count once, always)
+        self._patterns: dict[EntityId, int] = dict.fromkeys(self._named_patterns, 1)
         for grant in self.world.grants:
             self._holders.setdefault((grant.action, grant.entity), set()).add(grant.principal)
             if is_pattern(grant.entity):

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from privilog.engine.ids import EntityId
 from privilog.engine.patterns import is_pattern, match_rows
 from privilog.engine.program import Row
 from privilog.engine.world import World
 
 
-def world_facts(world: World) -> dict[str, set[Row]]:
+def world_facts(world: World, named: Iterable[EntityId] = ()) -> dict[str, set[Row]]:
     """``grant``, ``member_of``, ``admin``, and the hierarchy of existing entities.
 
     Only entities that exist (listed, or enclosing one that is) are in the
     hierarchy; a grant on an entity that does not exist is kept but makes
     nothing above it visible, and applies again once the entity is created.
-    A wildcard grant's pattern gets a ``matches`` row for each of these entities it
-    matches (engine.patterns).
+    A wildcard grant's pattern, and each pattern of ``named`` (those the policy's rules
+    name), gets a ``matches`` row for each of these entities it matches (engine.patterns).
     """
     parents: dict[EntityId, EntityId | None] = {}  # each entity's parent, found once
     for entity in world.entities:
@@ -25,7 +27,7 @@ def world_facts(world: World) -> dict[str, set[Row]]:
                 break
             entity = parent
     names = {e: str(e) for e in parents}
-    patterns = {g.entity for g in world.grants if is_pattern(g.entity)}
+    patterns = {g.entity for g in world.grants if is_pattern(g.entity)} | set(named)
     return {
         "matches": match_rows(patterns, parents),
         "grant": {(g.principal, g.action, str(g.entity)) for g in world.grants},

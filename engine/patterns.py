@@ -32,6 +32,8 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from functools import lru_cache
 
+from privilog.dsl.errors import PrivilogError
+from privilog.dsl.ir import Atom, Const, Rule
 from privilog.dsl.limits import WILDCARD_TRIES, LimitError
 from privilog.engine.ids import _SHAPES, _SHORT, EntityId, IdError, _refuse_long
 
@@ -178,6 +180,22 @@ def _candidates(pattern: EntityId, entities_of_type: list[EntityId]) -> list[Ent
     start = bisect_left(entities_of_type, EntityId._enclosing(pattern[0], prefix))
     end = bisect_left(entities_of_type, EntityId._enclosing(pattern[0], prefix + "\U0010ffff"))
     return entities_of_type[start:end]
+
+
+def policy_patterns(rules: Iterable[Rule]) -> list[EntityId]:
+    """The patterns a policy's rules name as constants (`matches(E, "dataset:*.system.queue*")`):
+    the world gives their ``matches`` rows too. A malformed one is a policy error at its place."""
+    found: dict[EntityId, None] = {}
+    for rule in rules:
+        for literal in rule.body:
+            if isinstance(literal, Atom) and literal.predicate == "matches" and len(literal.terms) == 2:
+                term = literal.terms[1]
+                if isinstance(term, Const):
+                    try:
+                        found[parse_pattern(term.value)] = None
+                    except IdError as error:
+                        raise PrivilogError(f"{term.span if term.span.line else rule.span}: {error}") from None
+    return list(found)
 
 
 class PatternIndex:

@@ -16,7 +16,7 @@ from privilog.dsl.ir import Operation, Policy
 from privilog.dsl.limits import WILDCARDS, LimitError
 from privilog.engine.authorizer import FALSE_WORDS, TRUE_WORDS, check_hierarchy
 from privilog.engine.ids import _SHAPES, DEFAULT_INSTANCE, ENTITY_TYPES, PRINCIPAL_KINDS, EntityId, parent_type
-from privilog.engine.patterns import java_regex, parse_pattern, wild_shape
+from privilog.engine.patterns import java_regex, parse_pattern, policy_patterns, wild_shape
 from privilog.pipeline.tables import SOURCE, PipelineError
 
 if TYPE_CHECKING:
@@ -325,7 +325,8 @@ def load_deployment(
     found = wild.limit(WILDCARDS.value() + 1).collect()
     if len(found) > WILDCARDS.value():
         raise LimitError(WILDCARDS.refusal("the grants", WILDCARDS.value() + 1).replace(" has ", " have at least "))
-    patterns = sorted(parse_pattern(r["entity"]) for r in found)
+    named = policy_patterns(vocabulary.policy.rules)  # those the policy's rules name
+    patterns = sorted({parse_pattern(r["entity"]) for r in found} | set(named))
     actions = F.array(*(F.lit(a) for a in vocabulary.policy.actions))
     grant_rows = good_grants.select(
         "principal",

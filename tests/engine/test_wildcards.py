@@ -6,6 +6,8 @@ holds them to an independent oracle on generated worlds, tests/spark the pipelin
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from privilog.engine.authorizer import Authorizer, RequestError
 from privilog.engine.ids import EntityId, IdError
@@ -192,3 +194,29 @@ def test_the_cost_of_matching_wildcards_is_bounded(monkeypatch: pytest.MonkeyPat
     narrow = Grant("user:x", "READ", parse_pattern("dataset:ns1.d59?"))  # its literal prefix leaves 11 entities
     assert authz.grant("user:root", [narrow]) == [narrow]
     assert authz.check(authz.request("user:x", "dataset.read", "dataset:ns1.d595")).allowed
+
+
+SYSTEM_DATASETS = (Path(__file__).parent / "system_datasets.policy").read_text()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_policys_rules_match_entity_names_by_pattern(backend: str) -> None:
+    policy = dsl.parse_policy(SYSTEM_DATASETS, "sysds.policy")
+    authz = Authorizer(policy, load_world_for(policy, {"entities": ["dataset:ns1.system.queue.a"]}), backend=backend)
+    for entity, allowed in [
+        ("dataset:ns1.system.queue.a", True),  # exists
+        ("dataset:ns2.system.queue.b", True),  # created
+        ("dataset:ns1.system.streams", True),
+        ("dataset:ns1.systemqueue", False),
+        ("dataset:ns1.other", False),
+    ]:
+        decision = authz.check(authz.request("user:x", "dataset.create", entity))
+        assert decision.allowed is allowed, entity
+        assert decision.bypassed == (("system dataset",) if allowed else ())
+    assert not authz.check(authz.request("user:x", "dataset.read", "dataset:ns1.system.queue.a")).allowed
+
+
+def test_a_malformed_pattern_in_a_policy_is_refused_at_its_place() -> None:
+    policy = dsl.parse_policy(SYSTEM_DATASETS.replace('"dataset:*.system.queue*"', '"dataset:ns1"'), "sysds.policy")
+    with pytest.raises(privilog.PrivilogError, match=r"sysds.policy:10:\d+: malformed dataset id `dataset:ns1`"):
+        Authorizer(policy)

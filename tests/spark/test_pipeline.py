@@ -566,9 +566,9 @@ def test_a_missing_column_is_one_line_and_exit_2(
 def _decide_small(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], world: dict[str, Any], requests: list[tuple[str, str, str, str]],
     *options: str,
-) -> dict[tuple[str, str, str], str]:
+) -> dict[tuple[str, str, str, str], str]:
     """``pipeline decide`` over a small world and log written as CSV: each request's decision, by
-    (principal, entity, args)."""
+    (principal, operation, entity, args)."""
     tables = {
         "entities": (["entity"], [[e] for e in world["entities"]]),
         "grants": (["principal", "action", "entity"], world["grants"]),
@@ -582,13 +582,13 @@ def _decide_small(
     argv = [f"--{name}={tmp_path / f'{name}.csv'}" for name in tables]
     code, _, err = run(capsys, "pipeline", "decide", *argv, *options, "--out", str(out), "--out-format", "json", "--quiet")
     assert code == 0, err
-    return {(r["principal"], r["entity"], r["args"] or ""): r["decision"] for r in _shown(out, "decisions")}
+    return {(r["principal"], r["operation"], r["entity"], r["args"] or ""): r["decision"] for r in _shown(out, "decisions")}
 
 
-def _agree(decided: dict[tuple[str, str, str], str], reference: Authorizer, requests: list[tuple[str, str, str, str]]) -> None:
+def _agree(decided: dict[tuple[str, str, str, str], str], reference: Authorizer, requests: list[tuple[str, str, str, str]]) -> None:
     for principal, operation, entity, args in requests:
         expected = reference.check(reference.request(principal, operation, entity, json.loads(args) if args else {}))
-        assert decided[(principal, entity, args)] == ("allow" if expected.allowed else "deny"), (principal, entity)
+        assert decided[(principal, operation, entity, args)] == ("allow" if expected.allowed else "deny"), (principal, entity)
 
 
 def test_settings_and_wildcard_grants_decide_as_the_reference_decides(
@@ -646,4 +646,20 @@ def test_requirements_met_by_the_policys_rules_decide_as_the_reference_decides(
     ]
     decided = _decide_small(tmp_path, capsys, world, requests, "--policy", str(policy))
     _agree(decided, privilog.load(str(policy), world), requests)
-    assert [decided[(p, e, a)] for p, _, e, a in requests] == ["allow", "deny", "allow", "deny", "allow"]
+    assert [decided[r] for r in requests] == ["allow", "deny", "allow", "deny", "allow"]
+
+
+def test_a_policys_own_patterns_match_in_the_pipeline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`matches(E, "dataset:*.system.queue*")` in a policy's rule: the pipeline matches it as the reference does."""
+    policy = Path(__file__).parents[1] / "engine" / "system_datasets.policy"
+    world = {"entities": ["dataset:ns1.system.queue.a", "dataset:ns1.d"], "grants": [["user:y", "ADMIN", "dataset:ns1.*"]]}
+    requests = [
+        ("user:x", "dataset.create", "dataset:ns1.system.queue.a", ""),
+        ("user:x", "dataset.create", "dataset:ns2.system.queue.b", ""),
+        ("user:x", "dataset.create", "dataset:ns1.systemqueue", ""),
+        ("user:y", "dataset.create", "dataset:ns1.systemqueue", ""),
+        ("user:x", "dataset.read", "dataset:ns1.system.queue.a", ""),
+    ]
+    decided = _decide_small(tmp_path, capsys, world, requests, "--policy", str(policy))
+    _agree(decided, privilog.load(str(policy), world), requests)
+    assert [decided[r] for r in requests] == ["allow", "allow", "deny", "allow", "deny"]
