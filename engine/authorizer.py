@@ -18,11 +18,11 @@ from typing import Any
 from privilog.dsl.check import ancestor_types
 from privilog.dsl.errors import PrivilogError, article, did_you_mean
 from privilog.dsl.format import format_alternatives
-from privilog.dsl.ir import Operation, Policy, Requirement, Scope, Verb
+from privilog.dsl.ir import Atom, Operation, Policy, Requirement, Scope, Verb
 from privilog.dsl.limits import WORLD_ENTRIES, LimitError
 from privilog.engine.backends import Backend, make_backend
 from privilog.engine.decision import Change, Decision, GrantChange, MembershipChange, Outcome, Request, Visible, Witness
-from privilog.engine.facts import world_facts
+from privilog.engine.facts import name_rows, world_facts
 from privilog.engine.ids import ENTITY_TYPES, EntityId, IdError, parent_type, parse_principal
 from privilog.engine.inventory import Inventory
 from privilog.engine.patterns import (
@@ -76,6 +76,10 @@ class Authorizer:
         self.world = world if world is not None else World()
         self.program: Program = compile_policy(policy)
         self._named_patterns = policy_patterns(self.program.rules)
+        # `name_of` rows are made only for a policy whose rules read them (a row per id otherwise wasted)
+        self._uses_names = any(
+            isinstance(b, Atom) and b.predicate == "name_of" for r in self.program.rules for b in r.body
+        )
         self.backend_name = backend
         self.backend: Backend = make_backend(backend, self.program)
         self._facts: dict[str, set[Row]] = {}
@@ -149,7 +153,7 @@ class Authorizer:
         if size > WORLD_ENTRIES.value():  # refused before its facts are made: they cost the memory
             raise LimitError(WORLD_ENTRIES.refusal("the world", size))
         self.world.observers.add(self)
-        new = world_facts(self.world, self._named_patterns)
+        new = world_facts(self.world, self._named_patterns, with_names=self._uses_names)
         for relation in set(new) | set(self._facts):
             before, after = self._facts.get(relation, set()), new.get(relation, set())
             if before - after:
@@ -183,7 +187,12 @@ class Authorizer:
         return PatternIndex.rows_of(pattern, entities)
 
     def _apply(self, added: Mapping[str, set[Row]], removed: Mapping[str, set[Row]]) -> None:
-        """Apply a change of base facts to the backend (and to the facts kept for refresh)."""
+        """Apply a change of base facts to the backend (and to the facts kept for refresh). A new
+        id gets its ``name_of`` row (when the policy reads them); a removed one keeps it until the
+        next refresh: a name is the id's, whoever still names it."""
+        if self._uses_names and added:
+            ids = {v for rows in added.values() for row in rows for v in row}
+            added = {**added, "name_of": name_rows(ids) | set(added.get("name_of", ()))}
         for relation, rows in removed.items():
             rows = rows & self._facts.get(relation, set())
             if rows:
@@ -425,6 +434,9 @@ class Authorizer:
             named = [EntityId.parse(v) for _, v in request.args if ":" in v]
             named = [e for e in named if not self.inventory.exists(e)]
             facts["matches"] = match_rows(self._patterns, [*absent, *named])
+        if self._uses_names:  # the request's ids the world does not name already
+            ids = [request.principal, *(str(e) for e in absent), *(v for _, v in request.args)]
+            facts["name_of"] = name_rows(ids) - self._facts.get("name_of", set())
         return facts
 
     def _evaluate(
@@ -480,7 +492,7 @@ class Authorizer:
             _, answers = self._evaluate([request], ("allowed",))
             return bool(answers["allowed"])
         entity = request.entity
-        if self.inventory.exists(entity) and not self._patterns:  # then so does everything enclosing it
+        if self.inventory.exists(entity) and not self._patterns and not self._uses_names:  # so does what encloses it
             return plan(request.principal, str(entity), dict(request.args))
         absent = self._absent(request)
         if not any(absent.values()):

@@ -10,7 +10,16 @@ from privilog.engine.program import Row
 from privilog.engine.world import World
 
 
-def world_facts(world: World, named: Iterable[EntityId] = ()) -> dict[str, set[Row]]:
+def name_rows(ids: Iterable[str]) -> set[Row]:
+    """``name_of`` rows: each id (text with a kind: a principal's, an entity's) and its name.
+
+    >>> sorted(name_rows(["user:alice", "kerberosprincipal:alice@EX.COM", "READ"]))
+    [('kerberosprincipal:alice@EX.COM', 'alice@EX.COM'), ('user:alice', 'alice')]
+    """
+    return {(i, i.partition(":")[2]) for i in ids if ":" in i}
+
+
+def world_facts(world: World, named: Iterable[EntityId] = (), with_names: bool = False) -> dict[str, set[Row]]:
     """``grant``, ``member_of``, ``admin``, and the hierarchy of existing entities.
 
     Only entities that exist (listed, or enclosing one that is) are in the
@@ -18,6 +27,7 @@ def world_facts(world: World, named: Iterable[EntityId] = ()) -> dict[str, set[R
     nothing above it visible, and applies again once the entity is created.
     A wildcard grant's pattern, and each pattern of ``named`` (those the policy's rules
     name), gets a ``matches`` row for each of these entities it matches (engine.patterns).
+    With ``with_names``, every principal and entity id gets its ``name_of`` row.
     """
     parents: dict[EntityId, EntityId | None] = {}  # each entity's parent, found once
     for entity in world.entities:
@@ -28,7 +38,9 @@ def world_facts(world: World, named: Iterable[EntityId] = ()) -> dict[str, set[R
             entity = parent
     names = {e: str(e) for e in parents}
     patterns = {g.entity for g in world.grants if is_pattern(g.entity)} | set(named)
+    ids = [*world.principals(), *names.values(), *(str(g.entity) for g in world.grants)] if with_names else []
     return {
+        "name_of": name_rows(ids),
         "matches": match_rows(patterns, parents),
         "grant": {(g.principal, g.action, str(g.entity)) for g in world.grants},
         "member_of": set(world.members),

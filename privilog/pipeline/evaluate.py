@@ -508,7 +508,7 @@ def decide_all(
     ``needs_for`` (rid), the result's ``needs`` has every grant that can, for those (:func:`needs_of`)."""
     from privilog.engine.spark.session import persist
 
-    deployment = deployment.with_named(named_entities(deployment, requests))
+    deployment = deployment.with_named(named_entities(deployment, requests), requests.good.select("principal"))
     progress("checking the encoding: every value of the run hashed, looking for two that share a code")
     table = dictionary(spark, engine, deployment, requests)
     progress("checked the encoding: no two values share a code")

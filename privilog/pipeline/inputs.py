@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from privilog.dsl.ir import Operation, Policy
+from privilog.dsl.ir import Atom, Operation, Policy
 from privilog.dsl.limits import WILDCARDS, LimitError
 from privilog.engine.authorizer import FALSE_WORDS, TRUE_WORDS, check_hierarchy
 from privilog.engine.ids import _SHAPES, DEFAULT_INSTANCE, ENTITY_TYPES, PRINCIPAL_KINDS, EntityId, parent_type
@@ -257,15 +257,39 @@ class Deployment:
     used: dict[str, DataFrame] = field(default_factory=dict)  # table -> its good rows (for the rows-in check)
     patterns: list[EntityId] = field(default_factory=list)  # the wildcards the grants name (engine.patterns)
 
-    def with_named(self, named: DataFrame) -> Deployment:
+    def with_named(self, named: DataFrame, principals: DataFrame | None = None) -> Deployment:
         """This deployment, its ``matches`` over the inventory and these entities (one column,
-        ``entity``: what requests act on and name) too, when a grant names a wildcard."""
+        ``entity``: what requests act on and name) too, when a grant names a wildcard; and when
+        the policy reads ``name_of``, the name of every id it holds, these entities' and these
+        principals' (one column, ``principal``: who the requests are by)."""
         from dataclasses import replace
 
-        if not self.patterns:
+        from pyspark.sql import functions as F
+
+        relations, values = dict(self.relations), self.values
+        if self.patterns:
+            universe = self.existing.select("entity").union(named.select("entity")).distinct()
+            relations["matches"] = matches_frame(self, universe)
+        if reads_names(self.vocabulary.policy):
+            ids = (
+                self.existing.select(F.col("entity").alias("id"))
+                .union(named.select(F.col("entity").alias("id")))
+                .union(self.grants.select(F.col("entity").alias("id")))
+                .union(self.principals.select(F.col("principal").alias("id")))
+            )
+            if principals is not None:
+                ids = ids.union(principals.select(F.col("principal").alias("id")))
+            names = ids.distinct().select("id", F.expr("substring(id, instr(id, ':') + 1)").alias("name"))
+            relations["name_of"] = names.select(*encoded("id", "name"))
+            values = values.union(names.select(F.col("name").alias("value")))  # their codes are checked too
+        if relations == self.relations:
             return self
-        universe = self.existing.select("entity").union(named.select("entity")).distinct()
-        return replace(self, relations={**self.relations, "matches": matches_frame(self, universe)})
+        return replace(self, relations=relations, values=values)
+
+
+def reads_names(policy: Policy) -> bool:
+    """Whether a rule of the policy reads ``name_of``."""
+    return any(isinstance(b, Atom) and b.predicate == "name_of" for r in policy.rules for b in r.body)
 
 
 def matches_frame(deployment: Deployment, entities: DataFrame) -> DataFrame:

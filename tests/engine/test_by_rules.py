@@ -95,3 +95,37 @@ def test_a_requirement_of_only_a_rule_still_applies() -> None:
     authz = load("compiled")
     decision = authz.check(authz.request("user:nobody", "namespace.get", "namespace:ns1"))
     assert not decision.allowed and [o.id for o in decision.unmet] == ["namespace.get#1"]
+
+
+OWN_PRINCIPAL = (HERE / "own_principal.policy").read_text()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    ("principal", "owner", "allowed"),
+    [
+        ("user:alice@EX.COM", "kerberosprincipal:alice@EX.COM", True),  # the same name exactly
+        ("user:alice", "kerberosprincipal:alice@EX.COM", False),  # a short name is another name
+        ("user:bob", "kerberosprincipal:alice@EX.COM", False),
+        ("user:carol@EX.COM", "kerberosprincipal:carol@EX.COM", True),  # named nowhere in the world
+        ("group:alice@EX.COM", "kerberosprincipal:alice@EX.COM", True),  # the name, whatever the kind
+    ],
+)
+def test_a_rule_compares_a_principals_name_with_an_entitys(backend: str, principal: str, owner: str, allowed: bool) -> None:
+    policy = dsl.parse_policy(OWN_PRINCIPAL, "own_principal.policy")
+    world = {"grants": [[p, "ADMIN", "namespace:new"] for p in ("user:alice@EX.COM", "user:alice", "user:bob")]}
+    world["grants"] += [["user:carol@EX.COM", "ADMIN", "namespace:new"], ["group:alice@EX.COM", "ADMIN", "namespace:new"]]
+    authz = Authorizer(policy, load_world_for(policy, world), backend=backend)
+    request = authz.request(principal, "namespace.create", "namespace:new", {"owner": owner})
+    assert authz.check(request).allowed is allowed
+    assert authz.decide(request) is allowed
+
+
+def test_names_are_made_only_for_a_policy_that_reads_them() -> None:
+    policy = dsl.parse_policy(OWN_PRINCIPAL, "own_principal.policy")
+    world = {"grants": [["user:bob", "ADMIN", "namespace:new"]], "admins": ["user:root"]}
+    reads = Authorizer(policy, load_world_for(policy, world))
+    assert ("user:bob", "bob") in reads._facts["name_of"]
+    reads.add_members("user:root", [("user:eve", "group:ops")])  # a change names new ids: their names too
+    assert {("user:eve", "eve"), ("group:ops", "ops")} <= reads._facts["name_of"]
+    assert not load("compiled")._facts.get("name_of")

@@ -663,3 +663,24 @@ def test_a_policys_own_patterns_match_in_the_pipeline(tmp_path: Path, capsys: py
     decided = _decide_small(tmp_path, capsys, world, requests, "--policy", str(policy))
     _agree(decided, privilog.load(str(policy), world), requests)
     assert [decided[r] for r in requests] == ["allow", "allow", "deny", "allow", "deny"]
+
+
+def test_a_rule_comparing_names_decides_in_the_pipeline_as_the_reference_decides(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`name_of(P, N), name_of(K, N)`: a principal's name against an argument's, ids the world does not name included."""
+    policy = Path(__file__).parents[1] / "engine" / "own_principal.policy"
+    world = {
+        "entities": ["namespace:ns1"],
+        "grants": [[p, "ADMIN", "namespace:new"] for p in ("user:alice@EX.COM", "user:bob", "user:carol@EX.COM")],
+    }
+    owner = '{"owner": "kerberosprincipal:%s"}'
+    requests = [
+        ("user:alice@EX.COM", "namespace.create", "namespace:new", owner % "alice@EX.COM"),
+        ("user:bob", "namespace.create", "namespace:new", owner % "alice@EX.COM"),
+        ("user:carol@EX.COM", "namespace.create", "namespace:new", owner % "carol@EX.COM"),
+        ("user:dan@EX.COM", "namespace.create", "namespace:new", owner % "dan@EX.COM"),
+    ]
+    decided = _decide_small(tmp_path, capsys, world, requests, "--policy", str(policy))
+    _agree(decided, privilog.load(str(policy), world), requests)
+    assert [decided[r] for r in requests] == ["allow", "deny", "allow", "deny"]
