@@ -32,7 +32,7 @@ from privilog.dsl.check import components
 from privilog.dsl.ir import Atom, Rule
 from privilog.engine.program import Program
 
-WORLD_BASE = frozenset({"grant", "member_of", "child_of", "is_a", "admin", "matches", "config", "name_of"})
+WORLD_BASE = frozenset({"grant", "member_of", "child_of", "is_a", "admin", "matches", "config", "name_of", "within"})
 REQUEST_BASE = frozenset({"request", "request_arg"})
 
 

@@ -22,7 +22,7 @@ from privilog.dsl.ir import Atom, Operation, Policy, Requirement, Scope, Verb
 from privilog.dsl.limits import WORLD_ENTRIES, LimitError
 from privilog.engine.backends import Backend, make_backend
 from privilog.engine.decision import Change, Decision, GrantChange, MembershipChange, Outcome, Request, Visible, Witness
-from privilog.engine.facts import name_rows, world_facts
+from privilog.engine.facts import name_rows, within_rows, world_facts
 from privilog.engine.ids import ENTITY_TYPES, EntityId, IdError, parent_type, parse_principal
 from privilog.engine.inventory import Inventory
 from privilog.engine.patterns import (
@@ -77,9 +77,8 @@ class Authorizer:
         self.program: Program = compile_policy(policy)
         self._named_patterns = policy_patterns(self.program.rules)
         # `name_of` rows are made only for a policy whose rules read them (a row per id otherwise wasted)
-        self._uses_names = any(
-            isinstance(b, Atom) and b.predicate == "name_of" for r in self.program.rules for b in r.body
-        )
+        read = {b.predicate for r in self.program.rules for b in r.body if isinstance(b, Atom)}
+        self._uses_names, self._uses_within = "name_of" in read, "within" in read
         self.backend_name = backend
         self.backend: Backend = make_backend(backend, self.program)
         self._facts: dict[str, set[Row]] = {}
@@ -153,7 +152,7 @@ class Authorizer:
         if size > WORLD_ENTRIES.value():  # refused before its facts are made: they cost the memory
             raise LimitError(WORLD_ENTRIES.refusal("the world", size))
         self.world.observers.add(self)
-        new = world_facts(self.world, self._named_patterns, with_names=self._uses_names)
+        new = world_facts(self.world, self._named_patterns, self._uses_names, self._uses_within)
         for relation in set(new) | set(self._facts):
             before, after = self._facts.get(relation, set()), new.get(relation, set())
             if before - after:
@@ -217,6 +216,8 @@ class Authorizer:
         return new
 
     def _granted(self, new: list[Grant]) -> None:
+        if self._uses_within:  # kept once a grant names the entity: its place by its id never changes
+            self._apply({"within": within_rows({g.entity for g in new}, self.world.instance)}, {})
         matched: set[Row] = set()
         for g in new:
             self._holders.setdefault((g.action, g.entity), set()).add(g.principal)

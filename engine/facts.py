@@ -19,7 +19,14 @@ def name_rows(ids: Iterable[str]) -> set[Row]:
     return {(i, i.partition(":")[2]) for i in ids if ":" in i}
 
 
-def world_facts(world: World, named: Iterable[EntityId] = (), with_names: bool = False) -> dict[str, set[Row]]:
+def within_rows(grants: Iterable[EntityId], instance: str) -> set[Row]:
+    """``within`` rows: each plain entity a grant names, and each entity enclosing it by its id."""
+    return {(str(g), str(a)) for g in grants if not is_pattern(g) for a in g.ancestors(instance)}
+
+
+def world_facts(
+    world: World, named: Iterable[EntityId] = (), with_names: bool = False, with_within: bool = False
+) -> dict[str, set[Row]]:
     """``grant``, ``member_of``, ``admin``, and the hierarchy of existing entities.
 
     Only entities that exist (listed, or enclosing one that is) are in the
@@ -40,6 +47,7 @@ def world_facts(world: World, named: Iterable[EntityId] = (), with_names: bool =
     patterns = {g.entity for g in world.grants if is_pattern(g.entity)} | set(named)
     ids = [*world.principals(), *names.values(), *(str(g.entity) for g in world.grants)] if with_names else []
     return {
+        "within": within_rows({g.entity for g in world.grants}, world.instance) if with_within else set(),
         "name_of": name_rows(ids),
         "matches": match_rows(patterns, parents),
         "grant": {(g.principal, g.action, str(g.entity)) for g in world.grants},

@@ -576,6 +576,7 @@ def visibility(spark: SparkSession, engine: SparkEngine, deployment: Deployment,
     from privilog.engine.spark.session import persist
 
     listings = [op for op in engine.program.policy.operations if op.verb is Verb.SHOWS]
+    deployment = deployment.with_named(deployment.existing.select("entity"))  # matches, names, within
     base = dict(deployment.relations)
     world = engine.evaluate(base, outputs=["holds", "ancestor"])
     held = world.relation("holds").select(F.col("c0").alias("p"), F.col("c2").alias("e")).distinct()

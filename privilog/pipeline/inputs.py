@@ -270,7 +270,7 @@ class Deployment:
         if self.patterns:
             universe = self.existing.select("entity").union(named.select("entity")).distinct()
             relations["matches"] = matches_frame(self, universe)
-        if reads_names(self.vocabulary.policy):
+        if reads(self.vocabulary.policy, "name_of"):
             ids = (
                 self.existing.select(F.col("entity").alias("id"))
                 .union(named.select(F.col("entity").alias("id")))
@@ -282,14 +282,18 @@ class Deployment:
             names = ids.distinct().select("id", F.expr("substring(id, instr(id, ':') + 1)").alias("name"))
             relations["name_of"] = names.select(*encoded("id", "name"))
             values = values.union(names.select(F.col("name").alias("value")))  # their codes are checked too
+        if reads(self.vocabulary.policy, "within"):
+            granted = self.grants.select("entity").distinct().where(~F.col("entity").rlike(r"[*?]"))
+            chains = granted.select("entity", F.explode(self.vocabulary.chain(F.col("entity"))).alias("up"))
+            relations["within"] = chains.where(F.col("up") != F.col("entity")).select(*encoded("entity", "up"))
         if relations == self.relations:
             return self
         return replace(self, relations=relations, values=values)
 
 
-def reads_names(policy: Policy) -> bool:
-    """Whether a rule of the policy reads ``name_of``."""
-    return any(isinstance(b, Atom) and b.predicate == "name_of" for r in policy.rules for b in r.body)
+def reads(policy: Policy, relation: str) -> bool:
+    """Whether a rule of the policy reads ``relation``."""
+    return any(isinstance(b, Atom) and b.predicate == relation for r in policy.rules for b in r.body)
 
 
 def matches_frame(deployment: Deployment, entities: DataFrame) -> DataFrame:
