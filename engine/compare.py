@@ -25,11 +25,13 @@ from privilog.dsl.check import ancestor_types
 from privilog.dsl.format import format_requirements
 from privilog.dsl.ir import Operation, Param, Policy
 from privilog.engine.authorizer import Authorizer
-from privilog.engine.decision import Decision, Request
+from privilog.engine.decision import Decision, GrantChange, Request
 from privilog.engine.ids import EntityId, parent_type
 from privilog.engine.world import Grant, World
 
 PRINCIPAL = "user:u"
+GROUP = "group:g"  # a group the principal is in, in the worlds that try grants through a group
+OWN = "kerberosprincipal:u"  # the principal's own kerberos principal: the same name
 _SAMPLE_NAMES = {
     "instance": "cdap",
     "namespace": "ns1",
@@ -70,6 +72,7 @@ class Witness:
             "request": self.request.to_json(),
             "entities": sorted(str(e) for e in self.world.entities),
             "grants": [[g.principal, g.action, str(g.entity)] for g in self.grants],
+            "members": [list(m) for m in sorted(self.world.members)],
             "allowed_by": self.allowed_by,
             "denied_by": self.denied_by,
         }
@@ -120,13 +123,29 @@ def _world_for(policies: tuple[Policy, ...], op: Operation, params: list[Param])
 
 
 def _arg_choices(params: list[Param]) -> Iterator[dict[str, str]]:
-    """Every combination of arguments given or not (a bool given as true)."""
+    """Every combination of arguments given or not (a bool given as true); and where a kerberos
+    principal is given, once more as the requester's own (its name is the requester's)."""
     for mask in itertools.product((False, True), repeat=len(params)):
         args: dict[str, str] = {}
         for given, param in zip(mask, params, strict=True):
             if given:
                 args[param.name] = "true" if param.type == "bool" else str(sample_entity(param.type, "arg"))
         yield args
+        own = {
+            k: OWN if dict((p.name, p.type) for p in params)[k] == "kerberosprincipal" else v for k, v in args.items()
+        }
+        if own != args:
+            yield own
+
+
+def _copy(world: World) -> World:
+    return World(entities=set(world.entities), grants=set(world.grants), members=set(world.members))
+
+
+def _absent_inside(target: EntityId) -> EntityId | None:
+    """An entity just inside ``target`` that no sample world holds (None when nothing sits in it)."""
+    inside = {"namespace": "dataset:ns1.absent", "application": "program:ns1.app.service.absent"}
+    return EntityId.parse(inside[target.type]) if target.type in inside else None
 
 
 class Comparison:
@@ -182,12 +201,11 @@ class Comparison:
         authz_first = self._set_world(first, World(entities=set(entities)))
         request_first = self._request(authz_first, operation, target, args)
         candidates = authz_first.minimal_grant_sets(authz_first.check(request_first))
-        for changes in candidates:
-            grants = {Grant(c.principal, c.action, c.entity) for c in changes}
-            world = World(entities=set(entities), grants=grants)
+        for grants, members in self._probes(candidates, target):
+            world = World(entities=set(entities), grants=grants, members=set(members))
             if not self._set_world(first, world).check(request_first).allowed:
                 continue  # the search proposed too little: not a witness
-            authz_second = self._set_world(second, World(entities=set(entities), grants=set(grants)))
+            authz_second = self._set_world(second, _copy(world))
             denial = authz_second.check(self._request(authz_second, operation, target, args))
             if not denial.allowed:
                 world = self._smallest_world(first, second, operation, target, args, world)
@@ -195,13 +213,28 @@ class Comparison:
                 return Witness(world, tuple(sorted(grants)), request_first, first, second, denial)
         return None
 
+    @staticmethod
+    def _probes(
+        candidates: list[frozenset[GrantChange]], target: EntityId
+    ) -> Iterator[tuple[set[Grant], set[tuple[str, str]]]]:
+        """The worlds to try: each minimal set of grants; the same grants to a group the principal is in
+        (a policy may count only the principal's own); and a privilege on an entity inside the target
+        that does not exist (a policy may read grants by their ids)."""
+        for changes in candidates:
+            yield {Grant(c.principal, c.action, c.entity) for c in changes}, set()
+        for changes in candidates:
+            yield {Grant(GROUP, c.action, c.entity) for c in changes}, {(PRINCIPAL, GROUP)}
+        inside = _absent_inside(target)
+        if inside is not None:
+            yield {Grant(PRINCIPAL, "READ", inside)}, set()
+
     def _differs(
         self, first: str, second: str, operation: str, target: EntityId, args: dict[str, str], world: World
     ) -> bool:
-        a = self._set_world(first, World(entities=set(world.entities), grants=set(world.grants)))
+        a = self._set_world(first, _copy(world))
         if not a.check(self._request(a, operation, target, args)).allowed:
             return False
-        b = self._set_world(second, World(entities=set(world.entities), grants=set(world.grants)))
+        b = self._set_world(second, _copy(world))
         return not b.check(self._request(b, operation, target, args)).allowed
 
     def _smallest_world(
@@ -213,10 +246,10 @@ class Comparison:
         for entity in sorted(world.entities, reverse=True):
             if entity == target:
                 continue
-            trial = World(entities=entities - {entity}, grants=set(world.grants))
+            trial = World(entities=entities - {entity}, grants=set(world.grants), members=set(world.members))
             if self._differs(first, second, operation, target, args, trial):
                 entities.discard(entity)
-        return World(entities=entities, grants=set(world.grants))
+        return World(entities=entities, grants=set(world.grants), members=set(world.members))
 
     def compare_world(self, world: World) -> dict[str, list[tuple[Request, bool, bool]]]:
         """Every (principal, operation, entity) decision in ``world`` that changes, by operation.

@@ -13,10 +13,11 @@ def _witness_lines(witness: Witness) -> list[str]:
     entities = ", ".join(sorted(str(e) for e in witness.world.entities))
     grants = "; ".join(f"{g.principal} {g.action} {g.entity}" for g in witness.grants) or "none"
     unmet = "; ".join(o.text for o in witness.denial.unmet) or "the operation"
+    members = "; ".join(f"{m} is in {g}" for m, g in sorted(witness.world.members))
     return [
         f"  {witness.allowed_by} allows, {witness.denied_by} denies: {witness.request}",
         f"      in a world of {entities}",
-        f"      with grants: {grants}",
+        f"      with grants: {grants}" + (f"; {members}" if members else ""),
         f"      {witness.denied_by} lacks: {unmet}",
     ]
 

@@ -120,12 +120,24 @@ def wildcard_matches(pattern: str, entity: str) -> bool:
 # ---- the table ---------------------------------------------------------------------------
 
 
+# What an alternative may be met by without any grant (`without_grant:`), read from the request:
+WITHOUT_GRANT = (
+    "the requester is $owner",  # the owner argument's name is the requester's name, exactly
+    "in namespace system",  # the entity lies in namespace `system`
+    "$dataset_type in namespace system",  # CDAP's own dataset types
+)
+
+
 @dataclass(frozen=True)
 class Alternative:
-    """One way to meet a conjunct: one of ``actions`` on the target ``on``."""
+    """One way to meet a conjunct: one of ``actions`` on the target ``on`` (with ``own``, only the
+    principal's own grants count, not its groups' or roles'); or, with ``without``, a condition
+    of the request that meets it with no grant (one of WITHOUT_GRANT)."""
 
     actions: tuple[str, ...]
-    on: str  # self | parent | <type> | $arg | self or descendant | every <type> | every descendant
+    on: str  # self | parent | <type> | $arg | self or descendant | self or within | every <type> | every descendant
+    own: bool = False
+    without: str = ""
 
     @property
     def is_every(self) -> bool:
@@ -221,16 +233,24 @@ def _fail(where: str, message: str) -> TableError:
 
 
 def _alternative(data: object, where: str) -> Alternative:
+    if isinstance(data, dict) and set(data) == {"without_grant"}:
+        if data["without_grant"] not in WITHOUT_GRANT:
+            raise _fail(where, f"without_grant is one of {', '.join(WITHOUT_GRANT)}; not {data['without_grant']!r}")
+        return Alternative((), "", without=str(data["without_grant"]))
+    own = isinstance(data, dict) and data.get("own") is True
+    if isinstance(data, dict) and "own" in data:
+        data = {k: v for k, v in data.items() if k != "own"}
     if not isinstance(data, dict) or set(data) != {"actions", "on"}:
-        raise _fail(where, f'an alternative is {{actions: [...], "on": TARGET}}, not {data!r}')
+        raise _fail(where, f'an alternative is {{actions: [...], "on": TARGET[, own: true]}}, not {data!r}')
     actions = data["actions"]
     if not isinstance(actions, list) or not actions or not set(actions) <= set(ACTIONS):
         raise _fail(where, f"actions must be a non-empty list of {', '.join(ACTIONS)}, not {actions!r}")
     on = str(data["on"])
     kind = on.removeprefix("every ")
-    if not (on in ("self", "parent", "self or descendant", "every descendant") or on.startswith("$") or kind in TYPES):
+    plain = ("self", "parent", "self or descendant", "self or within", "every descendant")
+    if not (on in plain or on.startswith("$") or kind in TYPES):
         raise _fail(where, f"unknown target `{on}`")
-    return Alternative(tuple(actions), on)
+    return Alternative(tuple(actions), on, own)
 
 
 def _conjunct(data: object, where: str) -> Conjunct:
@@ -337,8 +357,10 @@ class TableWorld:
         grants: Iterable[Granted] = (),
         members: Iterable[tuple[str, str]] = (),
         instance: str = INSTANCE,
+        names: Iterable[str] = (),
     ):
         self.instance = instance
+        self.names = frozenset(names)  # ids beyond the world's a grant may name ("self or within")
         self.existing: set[str] = set()
         for entity in entities:
             self.existing.add(entity)
@@ -365,9 +387,10 @@ class TableWorld:
                     frontier.append(group)
         return found
 
-    def holds(self, principal: str, action: str, entity: str) -> bool:
-        """Through a grant on the entity, or a wildcard grant that matches it."""
-        mine = self.principals_of(principal)
+    def holds(self, principal: str, action: str, entity: str, own: bool = False) -> bool:
+        """Through a grant on the entity, or a wildcard grant that matches it; with ``own``, only
+        through the principal's own grants."""
+        mine = {principal} if own else self.principals_of(principal)
         if any((p, action, entity) in self.grants for p in mine):
             return True
         return any(p in mine and a == action and wildcard_matches(w, entity) for p, a, w in self._wildcards)
@@ -388,6 +411,10 @@ class TableWorld:
             return [p] if p else []
         if on == "self or descendant":
             return [entity, *self.descendants(entity)]
+        if on == "self or within":  # and whatever a grant names whose id lies inside, existing or not
+            ids = {g[2] for g in self.grants} | self.names
+            named = sorted(i for i in ids if entity in ancestors(i, self.instance))
+            return list(dict.fromkeys([entity, *self.descendants(entity), *named]))
         if on.startswith("$"):
             value = args.get(on[1:])
             return [value] if value else []
@@ -398,17 +425,34 @@ class TableWorld:
         kind = alt.on.removeprefix("every ")
         return [d for d in self.descendants(entity) if kind == "descendant" or entity_type(d) == kind]
 
-    def ways(self, conjunct: Conjunct, entity: str, args: Mapping[str, str]) -> list[frozenset[Need]]:
+    def ways(
+        self, conjunct: Conjunct, entity: str, args: Mapping[str, str], principal: str = PRINCIPAL
+    ) -> list[frozenset[Need]]:
         """Each set of (action, entity) grants that meets the conjunct; [] if none can."""
-        out: list[frozenset[Need]] = []
-        for alt in conjunct.alternatives:
-            if alt.is_every:
-                covered = self.covered(alt, entity)
-                for choice in itertools.product(alt.actions, repeat=len(covered)):
-                    out.append(frozenset(zip(choice, covered, strict=True)))
-                continue
-            out.extend(frozenset({(a, t)}) for t in self.targets(alt, entity, args) for a in alt.actions)
+        out = [way for alt in conjunct.alternatives for way in self._alternative_ways(alt, entity, args, principal)]
         return list(dict.fromkeys(out))
+
+    def _alternative_ways(
+        self, alt: Alternative, entity: str, args: Mapping[str, str], principal: str
+    ) -> list[frozenset[Need]]:
+        if alt.without:
+            return [frozenset()] if self.without_grant(alt.without, principal, entity, args) else []
+        if alt.is_every:
+            covered = self.covered(alt, entity)
+            choices = itertools.product(alt.actions, repeat=len(covered))
+            return [frozenset(zip(c, covered, strict=True)) for c in choices]
+        return [frozenset({(a, t)}) for t in self.targets(alt, entity, args) for a in alt.actions]
+
+    @staticmethod
+    def without_grant(condition: str, principal: str, entity: str, args: Mapping[str, str]) -> bool:
+        """Whether a WITHOUT_GRANT condition holds for the request."""
+        if condition == "the requester is $owner":
+            owner = args.get("owner")
+            return owner is not None and owner.partition(":")[2] == principal.partition(":")[2]
+        if condition == "in namespace system":
+            return "namespace:system" in (entity, *ancestors(entity))
+        value = args.get("dataset_type")
+        return value is not None and "namespace:system" in ancestors(value)
 
     def breakers(self, conjunct: Conjunct, entity: str, args: Mapping[str, str]) -> list[frozenset[Need]]:
         """Sets of grants whose absence alone leaves the conjunct unmet (everything else held):
@@ -430,7 +474,11 @@ class TableWorld:
         return [frozenset(plain).union(*(h[i % len(h)] for h in holes)) for i in range(count)]
 
     def met(self, principal: str, conjunct: Conjunct, entity: str, args: Mapping[str, str]) -> bool:
-        return any(all(self.holds(principal, a, e) for a, e in way) for way in self.ways(conjunct, entity, args))
+        return any(
+            all(self.holds(principal, a, e, alt.own) for a, e in way)
+            for alt in conjunct.alternatives
+            for way in self._alternative_ways(alt, entity, args, principal)
+        )
 
     def applicable(self, row: Row, args: Mapping[str, str]) -> list[Conjunct]:
         return [c for c in row.requires if c.applies(args)]
@@ -468,8 +516,9 @@ class TableWorld:
 
 
 def ways_of(table: Table, row: Row, args: Mapping[str, str]) -> list[list[frozenset[Need]]]:
-    """For each applicable conjunct, each set of grants that meets it (in the table's world)."""
-    world = TableWorld(table.entities)
+    """For each applicable conjunct, each set of grants that meets it (in the table's world; a
+    grant on any entity the table names may count by its id)."""
+    world = TableWorld(table.entities, names=table.mentioned())
     subject = table.subject(row)
     return [world.ways(c, subject, args) for c in world.applicable(row, args)]
 

@@ -11,7 +11,8 @@ public API:
   names, the parent, ancestors and the instance included), while other principals and
   groups the principal is not in hold all the row could need, without what one conjunct
   needs denies;
-* GROUPS: the same grants to a group (or a role through a group) the principal is in allow;
+* GROUPS: the same grants to a group (or a role through a group) the principal is in allow
+  (where a row counts only the principal's own grants, `own: true`, they do not);
 * a request whose arguments cannot meet a conjunct (a deploy without an artifact) is
   denied whatever is granted;
 * DRIFT: the table and the policy name the same operations, verbs and arguments.
@@ -160,7 +161,7 @@ def test_unrequired_grants_do_not_help(case: Case, backend: str) -> None:
 
     # Everything but what one conjunct needs: still denied. For an "every" alternative,
     # everything but the privilege on one of the entities it covers.
-    world = TableWorld(table.entities)
+    world = TableWorld(table.entities, names=table.mentioned())
     for conjunct in world.applicable(row, args):
         for hole in world.breakers(conjunct, table.subject(row), args):
             grants = to_principal(everything - hole) | context
@@ -183,6 +184,11 @@ def test_grants_to_a_group_count(case: Case, backend: str) -> None:
     if not combo:
         pytest.skip("nothing to grant: every conjunct is vacuously met")
     team = [(ALICE, "group:team")]
+    if any(a.own for c in row.requires for a in c.alternatives):
+        # only the principal's own grants count (cdap-5.1's visibility): a group's do not
+        assert not bench.allowed(row, args, to_principal(combo, "group:team"), team)
+        assert not bench.allowed(row, args, to_principal(combo, "role:ops"), [*team, ("group:team", "role:ops")])
+        return
     assert bench.allowed(row, args, to_principal(combo, "group:team"), team)
     # a role reached through a group
     assert bench.allowed(row, args, to_principal(combo, "role:ops"), [*team, ("group:team", "role:ops")])
