@@ -20,6 +20,7 @@ import os
 import sys
 from typing import Any
 
+from privilog.dsl.errors import PrivilogError
 from privilog.usage import EXIT_OK, UsageError
 
 STORE_HELP = "a grant store: a SQLite file (authz.db, sqlite:PATH) or postgresql://...; default $PRIVILOG_STORE"
@@ -66,6 +67,12 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     policy = dsl.load_policy(args.policy)
     world = load_world_for(policy, args.world)
+    if world.config:  # refused, not dropped: the store keeps no settings
+        keys = ", ".join(sorted(world.config))
+        raise PrivilogError(
+            f"{args.world}: the store keeps grants, memberships, admins and entities, not `config:` ({keys}); "
+            "settings are read from world files and the pipeline's --config; remove `config:` to import the rest"
+        )
     with _open(args, create=True) as store:
         counts = store.import_world(world, local_actor())
     added = ", ".join(f"{n} {table}" for table, n in counts.items())

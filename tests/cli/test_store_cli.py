@@ -182,3 +182,14 @@ def test_a_wildcard_grant_lasts_in_the_store_and_counts_after_a_reopen(store: st
     assert not reopened.authorizer.allows("user:wil", "dataset.write", "dataset:sales.orders")
     session.one_shot("revoke user:wil READ dataset:sales.* as user:root")
     assert session.one_shot("check user:wil dataset.read dataset:sales.orders").startswith("DENY")
+
+
+def test_a_world_with_settings_is_refused_by_the_store_not_dropped(
+    tmp_path: Path, store: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world = tmp_path / "settings.yaml"
+    world.write_text("config: {superusers: [user:a]}\nentities: [namespace:kept]\n")
+    code, _, err = run(capsys, "store", "import", str(world), "--store", store)
+    assert code == 2 and "not `config:` (superusers)" in err and err.count("\n") == 1
+    with open_store(store, ACTIONS, create=False) as opened:
+        assert "namespace:kept" not in {str(e) for e in opened.snapshot()[0].entities}
