@@ -224,6 +224,8 @@ def _accepts(scope: Scope, param: str, role: Role) -> bool:
             return role.kind in ("self", "descendant")
         case Scope.EVERY:
             return role.kind == "descendant" and param in ("*", role.type)
+        case Scope.RULE:
+            return True  # the policy's rule may read any grant: none is interchangeable with no grant
     raise AssertionError(scope)
 
 

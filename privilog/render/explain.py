@@ -74,11 +74,16 @@ def _outcome_lines(decision: Decision, outcome: Outcome) -> tuple[str, list[str]
     elif not outcome.missing_arguments:
         options = outcome.text.split(" or ")
         rules = [f"`{t[3:]}`" for t in options if t.startswith("by ")]
+        unheld = (
+            f"the policy's rule {rules[0]} does not hold"
+            if len(rules) == 1
+            else f"neither of the policy's rules {' nor '.join(rules)} holds"
+        )
         if rules and len(rules) == len(options):
-            details.append(f"the policy's rule {' nor '.join(rules)} does not hold for this request")
+            details.append(f"{unheld} for this request")
         else:
-            nor = f", and {' nor '.join(rules)} does not hold" if rules else ""
-            details.append(f"no grant to {request.principal} or its groups meets it{nor}")
+            also = f", and {unheld}" if rules else ""
+            details.append(f"no grant to {request.principal} or its groups meets it{also}")
     return f"{label}: UNMET", details
 
 

@@ -61,7 +61,7 @@ def test_the_proof_names_the_rule_and_a_denial_says_it_does_not_hold() -> None:
     assert "the policy's rule `own_owner` holds for this request" in render_decision(allowed)
     denied = authz.check(authz.request("user:bob", "namespace.create", "namespace:new", OWNER))
     text = render_decision(denied)
-    assert "and `own_owner` does not hold" in text and "grant ADMIN on kerberosprincipal:alice@EX.COM" in text
+    assert "and the policy's rule `own_owner` does not hold" in text and "grant ADMIN on kerberosprincipal:alice@EX.COM" in text
     only = render_decision(authz.check(authz.request("user:dave", "namespace.get", "namespace:ns1")))
     assert "the policy's rule `sees_own` does not hold for this request" in only
 

@@ -97,7 +97,7 @@ def test_every_derived_relation_equals_the_reference(
     name: str, settings: Mapping[str, Any], spark: SparkSession, generated: Callable[..., Batch]
 ) -> None:
     policy = dsl.load_policy(name)
-    batch = generated(policy, 3 if settings is FOLDED else 2, 10)
+    batch = generated(policy, 3, 10)
     authz = Authorizer(policy, load_world_for(policy, batch.world))
     facts = facts_of(authz, batch.requests)
     expected, got = answers(authz.program, facts, spark, settings)
