@@ -591,6 +591,15 @@ def _agree(decided: dict[tuple[str, str, str, str], str], reference: Authorizer,
         assert decided[(principal, operation, entity, args)] == ("allow" if expected.allowed else "deny"), (principal, entity)
 
 
+def _decisions_under(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], policy: Path, world: dict[str, Any], requests: list[tuple[str, str, str, str]]
+) -> list[str]:
+    """The pipeline's decision of each request under a policy file, each checked against the reference's."""
+    decided = _decide_small(tmp_path, capsys, world, requests, "--policy", str(policy))
+    _agree(decided, privilog.load(str(policy), world), requests)
+    return [decided[r] for r in requests]
+
+
 def test_settings_and_wildcard_grants_decide_as_the_reference_decides(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -644,9 +653,7 @@ def test_requirements_met_by_the_policys_rules_decide_as_the_reference_decides(
         ("user:dave", "namespace.get", "namespace:ns1", ""),
         ("user:dave", "dataset.read", "dataset:ns1.d", ""),
     ]
-    decided = _decide_small(tmp_path, capsys, world, requests, "--policy", str(policy))
-    _agree(decided, privilog.load(str(policy), world), requests)
-    assert [decided[r] for r in requests] == ["allow", "deny", "allow", "deny", "allow"]
+    assert _decisions_under(tmp_path, capsys, policy, world, requests) == ["allow", "deny", "allow", "deny", "allow"]
 
 
 def test_a_policys_own_patterns_match_in_the_pipeline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -660,9 +667,7 @@ def test_a_policys_own_patterns_match_in_the_pipeline(tmp_path: Path, capsys: py
         ("user:y", "dataset.create", "dataset:ns1.systemqueue", ""),
         ("user:x", "dataset.read", "dataset:ns1.system.queue.a", ""),
     ]
-    decided = _decide_small(tmp_path, capsys, world, requests, "--policy", str(policy))
-    _agree(decided, privilog.load(str(policy), world), requests)
-    assert [decided[r] for r in requests] == ["allow", "allow", "deny", "allow", "deny"]
+    assert _decisions_under(tmp_path, capsys, policy, world, requests) == ["allow", "allow", "deny", "allow", "deny"]
 
 
 def test_a_rule_comparing_names_decides_in_the_pipeline_as_the_reference_decides(
@@ -681,6 +686,4 @@ def test_a_rule_comparing_names_decides_in_the_pipeline_as_the_reference_decides
         ("user:carol@EX.COM", "namespace.create", "namespace:new", owner % "carol@EX.COM"),
         ("user:dan@EX.COM", "namespace.create", "namespace:new", owner % "dan@EX.COM"),
     ]
-    decided = _decide_small(tmp_path, capsys, world, requests, "--policy", str(policy))
-    _agree(decided, privilog.load(str(policy), world), requests)
-    assert [decided[r] for r in requests] == ["allow", "deny", "allow", "deny"]
+    assert _decisions_under(tmp_path, capsys, policy, world, requests) == ["allow", "deny", "allow", "deny"]
