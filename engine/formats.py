@@ -70,7 +70,7 @@ def load_document(text: str) -> Any:
         pass
     if _LIBYAML_DIFFERS.search(text, 1 if text.startswith("\ufeff") else 0):
         raise Unreadable
-    if "&" in text or "*" in text:
+    if _ANCHOR_OR_ALIAS.search(text):
         raise Unreadable  # perhaps an anchor or an alias, which the positioned reader refuses
     try:
         return yaml.load(text, Loader=_UniqueKeysLoader)
@@ -102,9 +102,15 @@ class _UniqueKeysLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type:
 
 _LEADING = re.compile(r"[ \t\r\n]*")
 # Where libyaml and PyYAML's own reader part ways (found by fuzzing one against the other): tabs,
-# block scalars, `?`, YAML 1.1's other line breaks and byte order marks after the first character.
-_LIBYAML_DIFFERS = re.compile("[\t|>?\x85\u2028\u2029\ufeff]")
-_PLAIN = r"[A-Za-z0-9_][A-Za-z0-9_./@\-]*(?::[A-Za-z0-9_./@\-]+)*"  # no `: `, ` #`, flow indicators
+# block scalars, `?` where it may open a complex key (after a blank, `[`, `{` or `,`, or first: a
+# wildcard grant's `?` inside an id is plain text), YAML 1.1's other line breaks and byte order
+# marks after the first character.
+_LIBYAML_DIFFERS = re.compile("[\t|>\x85\u2028\u2029\ufeff]|(?<![^\\s\\[{,])[?]")
+# no `: `, ` #`, flow indicators; `$`, `*` and `?` only after the first character (`*x` is an
+# alias, `? ` a key): a nested class's `$`, a wildcard grant's `*` and `?`
+# `&` or `*` where a token starts: an anchor or an alias (a wildcard grant's `*` inside an id is not)
+_ANCHOR_OR_ALIAS = re.compile(r"(?<![^\s\[{,])[&*]")
+_PLAIN = r"[A-Za-z0-9_][A-Za-z0-9_./@$*?\-]*(?::[A-Za-z0-9_./@$*?\-]+)*"
 _SCALAR = rf"""'(?:[^'\n]|'')*'|"[^"\\\n]*"|{_PLAIN}"""
 _TOKEN = re.compile(_SCALAR)
 _KEY_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):(?:[ ]+(.*))?")

@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 from privilog.engine.ids import DEFAULT_INSTANCE, EntityId, IdError, parse_principal
+from privilog.engine.patterns import parse_pattern
 
 ALL = "ALL"
 
@@ -159,7 +160,7 @@ class _Editor:
             raise _Unsure
         if actions is None:
             raise _Unsure
-        principal, entity = parse_principal(_scalar(who)), EntityId.parse(_scalar(what))
+        principal, entity = parse_principal(_scalar(who)), parse_pattern(_scalar(what))  # a wildcard may stand
         names = self.action_names(actions)
         held = [a for a in names if (principal, a, entity) in self.facts.grants]
         if held and len(held) < len(names):  # some revoked: rewrite just this entry's actions

@@ -143,7 +143,7 @@ def _check_case(bench: Bench, row: Row, args: Mapping[str, str]) -> list[str]:
     # Nothing else serves: every other grant the table could name, without what one conjunct
     # needs, is denied (a policy that accepts more than the row says fails here).
     everything = universe(table)
-    world = TableWorld(table.entities)
+    world = TableWorld(table.entities, names=table.mentioned())  # a grant may count by its id
     for conjunct in world.applicable(row, args):
         for hole in world.breakers(conjunct, subject, args)[:2]:
             if bench.allowed(row, args, to_principal(everything - hole)):

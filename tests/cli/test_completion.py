@@ -53,7 +53,7 @@ def test_options_complete() -> None:
 
 
 def test_policies_operations_principals_and_entities_complete_from_what_the_line_names() -> None:
-    assert complete("privilog check --policy cdap-") == ["cdap-4.2", "cdap-draft", "cdap-draft-revised", "cdap-proposed"]
+    assert complete("privilog check --policy cdap-") == ["cdap-4.2", "cdap-5.1", "cdap-draft", "cdap-draft-revised", "cdap-proposed"]
     from privilog import dsl
 
     def operations(policy: str) -> list[str]:
