@@ -18,7 +18,7 @@ from typing import Any
 from privilog.dsl.check import ancestor_types
 from privilog.dsl.errors import PrivilogError, article, did_you_mean
 from privilog.dsl.format import format_alternatives
-from privilog.dsl.ir import Atom, Operation, Policy, Requirement, Scope, Verb
+from privilog.dsl.ir import Operation, Policy, Requirement, Scope, Verb
 from privilog.dsl.limits import WORLD_ENTRIES, LimitError
 from privilog.engine.backends import Backend, make_backend
 from privilog.engine.decision import Change, Decision, GrantChange, MembershipChange, Outcome, Request, Visible, Witness
@@ -34,7 +34,7 @@ from privilog.engine.patterns import (
     parse_pattern,
     policy_patterns,
 )
-from privilog.engine.program import Program, Row, compile_policy
+from privilog.engine.program import Program, Row, by_rule_names, compile_policy, reads
 from privilog.engine.world import Grant, World
 
 Decider = Callable[[str, str, Mapping[str, str]], bool]  # principal, entity, arguments -> allowed
@@ -76,25 +76,14 @@ class Authorizer:
         self.world = world if world is not None else World()
         self.program: Program = compile_policy(policy)
         self._named_patterns = policy_patterns(self.program.rules)
-        # `name_of` rows are made only for a policy whose rules read them (a row per id otherwise wasted)
-        read = {b.predicate for r in self.program.rules for b in r.body if isinstance(b, Atom)}
-        self._uses_names, self._uses_within = "name_of" in read, "within" in read
+        # `name_of` and `within` rows are made only for a policy whose rules read them (a row per id otherwise)
+        self._uses_names = reads(self.program.rules, "name_of")
+        self._uses_within = reads(self.program.rules, "within")
         self.backend_name = backend
         self.backend: Backend = make_backend(backend, self.program)
         self._facts: dict[str, set[Row]] = {}
         self._operations = {op.qualified: op for op in policy.operations}
-        self._by_rules = tuple(
-            sorted(
-                {
-                    t.param
-                    for op in policy.operations
-                    for r in op.requirements
-                    for o in r.options
-                    for t in o.targets
-                    if t.scope is Scope.RULE
-                }
-            )
-        )
+        self._by_rules = by_rule_names(policy)
         self._entities: dict[str, EntityId] = {}  # ids parsed once (valid ones only)
         self._principals: set[str] = set()
         self._counter = itertools.count()

@@ -10,10 +10,23 @@ comparisons so every variable is bound when they run.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from privilog.dsl.check import strata
-from privilog.dsl.ir import Atom, Comparison, Const, Literal, Operation, Policy, Requirement, Rule, Scope, Var
+from privilog.dsl.ir import (
+    Atom,
+    Comparison,
+    Const,
+    Literal,
+    Operation,
+    Policy,
+    Requirement,
+    Rule,
+    Scope,
+    Target,
+    Var,
+)
 
 Row = tuple[str, ...]
 
@@ -83,20 +96,36 @@ def table_facts(policy: Policy) -> tuple[dict[str, set[Row]], dict[str, tuple[Op
     return facts, index
 
 
-def by_rules(policy: Policy) -> list[Rule]:
-    """For each `by NAME` option, the rule that meets its requirement when NAME holds for the request:
-    ``satisfied(R, "OP#N") :- request(R, _, "OP", _), NAME(R).``"""
-    out = []
+def _by_options(policy: Policy) -> Iterator[tuple[Operation, int, Target]]:
+    """Each `by NAME` option's target, with its operation and requirement number."""
     for op in policy.operations:
         for number, req in enumerate(op.requirements, start=1):
             for option in req.options:
                 for target in option.targets:
                     if target.scope is Scope.RULE:
-                        r, anything = Var("R"), Var("_")
-                        head = Atom("satisfied", (r, Const(requirement_id(op, number))))
-                        request = Atom("request", (r, anything, Const(op.qualified), anything))
-                        out.append(Rule(head, (request, Atom(target.param, (r,))), target.span))
+                        yield op, number, target
+
+
+def by_rule_names(policy: Policy) -> tuple[str, ...]:
+    """The relations the policy's `by NAME` options name, sorted (none for most policies)."""
+    return tuple(sorted({target.param for _, _, target in _by_options(policy)}))
+
+
+def by_rules(policy: Policy) -> list[Rule]:
+    """For each `by NAME` option, the rule that meets its requirement when NAME holds for the request:
+    ``satisfied(R, "OP#N") :- request(R, _, "OP", _), NAME(R).``"""
+    out = []
+    for op, number, target in _by_options(policy):
+        r, anything = Var("R"), Var("_")
+        head = Atom("satisfied", (r, Const(requirement_id(op, number))))
+        request = Atom("request", (r, anything, Const(op.qualified), anything))
+        out.append(Rule(head, (request, Atom(target.param, (r,))), target.span))
     return out
+
+
+def reads(rules: Iterable[Rule], relation: str) -> bool:
+    """Whether a rule's body reads ``relation``."""
+    return any(isinstance(b, Atom) and b.predicate == relation for r in rules for b in r.body)
 
 
 def compile_policy(policy: Policy) -> Program:

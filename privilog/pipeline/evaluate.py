@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from privilog.dsl.format import format_alternatives
 from privilog.dsl.ir import Operation, Scope, Verb
-from privilog.engine.program import Program
+from privilog.engine.program import Program, by_rule_names
 from privilog.pipeline.inputs import Deployment, Requests, encoded
 from privilog.pipeline.tables import Progress
 
@@ -488,8 +488,7 @@ def named_entities(deployment: Deployment, requests: Requests) -> DataFrame:
 
 def has_by_rules(program: Program) -> bool:
     """Whether a requirement of the policy has a `by NAME` option."""
-    requirements = [r for op in program.policy.operations for r in op.requirements]
-    return any(t.scope is Scope.RULE for r in requirements for o in r.options for t in o.targets)
+    return bool(by_rule_names(program.policy))
 
 
 def decide_all(

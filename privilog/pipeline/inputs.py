@@ -12,11 +12,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from privilog.dsl.ir import Atom, Operation, Policy
+from privilog.dsl.ir import Operation, Policy
 from privilog.dsl.limits import WILDCARDS, LimitError
 from privilog.engine.authorizer import FALSE_WORDS, TRUE_WORDS, check_hierarchy
 from privilog.engine.ids import _SHAPES, DEFAULT_INSTANCE, ENTITY_TYPES, PRINCIPAL_KINDS, EntityId, parent_type
 from privilog.engine.patterns import java_regex, parse_pattern, policy_patterns, wild_shape
+from privilog.engine.program import reads
 from privilog.pipeline.tables import SOURCE, PipelineError
 
 if TYPE_CHECKING:
@@ -270,7 +271,7 @@ class Deployment:
         if self.patterns:
             universe = self.existing.select("entity").union(named.select("entity")).distinct()
             relations["matches"] = matches_frame(self, universe)
-        if reads(self.vocabulary.policy, "name_of"):
+        if reads(self.vocabulary.policy.rules, "name_of"):
             ids = (
                 self.existing.select(F.col("entity").alias("id"))
                 .union(named.select(F.col("entity").alias("id")))
@@ -282,18 +283,13 @@ class Deployment:
             names = ids.distinct().select("id", F.expr("substring(id, instr(id, ':') + 1)").alias("name"))
             relations["name_of"] = names.select(*encoded("id", "name"))
             values = values.union(names.select(F.col("name").alias("value")))  # their codes are checked too
-        if reads(self.vocabulary.policy, "within"):
+        if reads(self.vocabulary.policy.rules, "within"):
             granted = self.grants.select("entity").distinct().where(~F.col("entity").rlike(r"[*?]"))
             chains = granted.select("entity", F.explode(self.vocabulary.chain(F.col("entity"))).alias("up"))
             relations["within"] = chains.where(F.col("up") != F.col("entity")).select(*encoded("entity", "up"))
         if relations == self.relations:
             return self
         return replace(self, relations=relations, values=values)
-
-
-def reads(policy: Policy, relation: str) -> bool:
-    """Whether a rule of the policy reads ``relation``."""
-    return any(isinstance(b, Atom) and b.predicate == relation for r in policy.rules for b in r.body)
 
 
 def matches_frame(deployment: Deployment, entities: DataFrame) -> DataFrame:
