@@ -168,6 +168,33 @@ def _check_target(policy: Policy, op: Operation, target: Target, errors: list[Po
                         f"use it as a condition: `... if ${target.param}`",
                     )
                 )
+            elif param.many:
+                errors.append(
+                    PolicyError(
+                        f"`${target.param}` is a list of entities, not one",
+                        target.span,
+                        f"ask of each with `every ${target.param}`",
+                    )
+                )
+        case Scope.EVERY_ARGUMENT:
+            param = params.get(target.param)
+            if param is None:
+                errors.append(
+                    PolicyError(
+                        f"unknown request argument `${target.param}` of `{op.qualified}`",
+                        target.span,
+                        did_you_mean(target.param, params, sigil="$")
+                        or f"declare it: `{op.name}(${target.param}: [TYPE]) requires ...`",
+                    )
+                )
+            elif not param.many:
+                errors.append(
+                    PolicyError(
+                        f"`${target.param}` is not a list of entities",
+                        target.span,
+                        f"declare it as one, `${target.param}: [TYPE]`, or ask of it as `${target.param}`",
+                    )
+                )
         case Scope.SELF | Scope.SELF_OR_DESCENDANT | Scope.RULE:
             pass  # a rule's name is checked with the rules (_by_rules)
 
@@ -226,6 +253,14 @@ def _operations(policy: Policy, errors: list[PolicyError]) -> Policy:
                         f"`{param.within}` does not enclose both `{op.entity_type}` and `{param.type}`",
                         param.span,
                         "`$arg: TYPE in ENCLOSING` needs a type that encloses the operation's entity and the argument",
+                    )
+                )
+            if param.many and param.type == BOOL:
+                errors.append(
+                    PolicyError(
+                        f"`${param.name}` is a list of bools",
+                        param.span,
+                        "a list argument names entities: `$datasets: [dataset]`",
                     )
                 )
             if param.type != BOOL and param.type not in types:

@@ -10,7 +10,6 @@ from privilog.dsl.ir import (
     Literal,
     Operation,
     Option,
-    Param,
     Policy,
     Requirement,
     Rule,
@@ -101,16 +100,26 @@ def format_requirements(requirements: tuple[Requirement, ...]) -> list[str]:
     return parts
 
 
-def _format_param(param: Param) -> str:
-    return f"${param.name}: {param.type}" + (f" in {param.within}" if param.within else "")
+def _wrapped(items: list[str], indent: int, width: int) -> str:
+    """``(a, b, c)`` over lines of at most ``width`` characters, continued at ``indent``."""
+    lines: list[str] = []
+    line = ""
+    for item in items:
+        if line and indent + len(line) + len(item) + 2 > width:
+            lines.append(line + ",")
+            line = item
+        else:
+            line = f"{line}, {item}" if line else item
+    lines.append(line)
+    return "(" + ("\n" + " " * indent).join(lines) + ")"
 
 
 def format_operation(op: Operation) -> str:
     params = ""
     if op.params:
-        params = (
-            "(" + ", ".join(f"${p.name}: {p.type}" + (f" in {p.within}" if p.within else "") for p in op.params) + ")"
-        )
+        params = "(" + ", ".join(map(str, op.params)) + ")"
+        if len(op.name) + len(params) > 96:  # a long list of arguments: wrapped, aligned after `(`
+            params = _wrapped([str(p) for p in op.params], 2 + len(op.name) + 1, 98)
     reqs = format_requirements(op.requirements)
     head = f"  {op.name}{params} {op.verb.value} "
     if not reqs:

@@ -37,6 +37,7 @@ class Scope(StrEnum):
     ARGUMENT = "arg"  # the entity named by a request argument
     SELF_OR_DESCENDANT = "self_or_descendant"  # at least one of them
     EVERY = "every"  # every descendant (of a type, or "*" for all)
+    EVERY_ARGUMENT = "every_arg"  # every entity a list argument names
     RULE = "rule"  # no entity: the policy's relation ``param`` holds for the request (`by NAME`)
 
 
@@ -45,13 +46,18 @@ class Target:
     """The entity (or entities) an option is about.
 
     ``param`` is the ancestor type for ANCESTOR, the argument name (without
-    ``$``) for ARGUMENT, the descendant type or ``*`` for EVERY, and empty
-    otherwise.
+    ``$``) for ARGUMENT and EVERY_ARGUMENT, the descendant type or ``*`` for EVERY,
+    and empty otherwise.
     """
 
     scope: Scope
     param: str = ""
     span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+    @property
+    def every(self) -> bool:
+        """Met only when each of several entities is held (EVERY, EVERY_ARGUMENT), not by one grant."""
+        return self.scope in (Scope.EVERY, Scope.EVERY_ARGUMENT)
 
     def __str__(self) -> str:
         match self.scope:
@@ -67,6 +73,8 @@ class Target:
                 return "self or descendant"
             case Scope.EVERY:
                 return "every descendant" if self.param == "*" else f"every {self.param}"
+            case Scope.EVERY_ARGUMENT:
+                return f"every ${self.param}"
             case Scope.RULE:
                 return f"by {self.param}"
         raise AssertionError(self.scope)
@@ -114,16 +122,24 @@ class Requirement:
 
 @dataclass(frozen=True)
 class Param:
-    """A request argument an operation accepts: an entity of ``type`` or a ``bool``.
+    """A request argument an operation accepts: an entity of ``type`` or a ``bool``; with
+    ``many``, a list of entities of ``type`` (`$datasets: [dataset]`), each a row of
+    ``request_arg``, that a requirement asks of with `every $datasets`.
 
-    With ``within``, the argument must sit in the same enclosing entity of that type as the
-    request's entity (a schedule's program is a program of the schedule's application).
+    With ``within``, the argument (each of a list) must sit in the same enclosing entity of
+    that type as the request's entity (a schedule's program is a program of the schedule's
+    application).
     """
 
     name: str
     type: str
     within: str = ""
     span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    many: bool = False
+
+    def __str__(self) -> str:
+        kind = f"[{self.type}]" if self.many else self.type
+        return f"${self.name}: {kind}" + (f" in {self.within}" if self.within else "")
 
 
 class Verb(StrEnum):

@@ -68,6 +68,9 @@ CASES = Limit("PRIVILOG_MAX_CASES", 10_000, "cases")
 WILDCARD_TRIES = Limit("PRIVILOG_MAX_WILDCARD_TRIES", 20_000_000, "entity-pattern comparisons", least=1000)
 # The pipeline broadcasts the distinct wildcards and tries each entity against its type's.
 WILDCARDS = Limit("PRIVILOG_MAX_WILDCARDS", 10_000, "distinct wildcard grants", least=10)
+# A list argument (`$datasets: [dataset]`) is a fact a value, each checked and kept with the
+# request: an application creates tens of datasets, not tens of thousands.
+LIST_ARGUMENT = Limit("PRIVILOG_MAX_LIST_ARGUMENT", 10_000, "entities", least=10)
 # A query's answer is kept whole, sorted and printed.
 ANSWER_ROWS = Limit("PRIVILOG_QUERY_ANSWER_ROWS", 10_000, "rows")
 # What an evaluation (a query, a REPL rule) may add to the process's resident memory.
@@ -78,6 +81,7 @@ LIMITS = (
     OPERATIONS,
     RULES,
     WORLD_ENTRIES,
+    LIST_ARGUMENT,
     SCENARIO_BYTES,
     CASES,
     ANSWER_ROWS,

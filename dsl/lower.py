@@ -149,7 +149,8 @@ class _Lowering:
 
     def _param(self, node: Tree[Token]) -> Param:
         arg, type_name, *within = node.children
-        return Param(str(arg)[1:], str(type_name), str(within[0]) if within else "", self.span(node))
+        within_name = str(within[0]) if within else ""
+        return Param(str(arg)[1:], str(type_name), within_name, self.span(node), many=node.data == "list_param")
 
     def _requirement(self, node: Tree[Token]) -> tuple[Requirement, ...]:
         """One written requirement; ``X if c else Y`` gives two, X when c holds and Y when not."""
@@ -213,6 +214,8 @@ class _Lowering:
                 return Target(Scope.EVERY, str(token), span)
             case "argument":
                 return Target(Scope.ARGUMENT, str(token)[1:], span)
+            case "every_argument":
+                return Target(Scope.EVERY_ARGUMENT, str(token)[1:], span)
             case "ancestor":
                 return Target(Scope.ANCESTOR, str(token), span)
         raise AssertionError(node.data)

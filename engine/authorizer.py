@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gc
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any
@@ -19,7 +19,7 @@ from privilog.dsl.check import ancestor_types
 from privilog.dsl.errors import PrivilogError, article, did_you_mean
 from privilog.dsl.format import format_alternatives
 from privilog.dsl.ir import Operation, Policy, Requirement, Scope, Verb
-from privilog.dsl.limits import WORLD_ENTRIES, LimitError
+from privilog.dsl.limits import LIST_ARGUMENT, WORLD_ENTRIES, LimitError
 from privilog.engine.backends import Backend, make_backend
 from privilog.engine.decision import Change, Decision, GrantChange, MembershipChange, Outcome, Request, Visible, Witness
 from privilog.engine.facts import name_rows, within_rows, world_facts
@@ -354,7 +354,8 @@ class Authorizer:
             raise RequestError(
                 f"`{op.qualified}` acts on {article(op.entity_type)}, but `{target}` is {article(target.type)}"
             )
-        return Request(who, op.qualified, target, self._args(op, args or {}, target))
+        lists = frozenset(p.name for p in op.params if p.many)
+        return Request(who, op.qualified, target, self._args(op, args or {}, target), lists)
 
     def _check_within(self, op: Operation, within: str, name: str, entity: EntityId, target: EntityId) -> None:
         """An argument declared `in TYPE` must sit in the request entity's enclosing TYPE."""
@@ -390,15 +391,23 @@ class Authorizer:
                     shown = "an empty value" if not word else f"`{value}`" if str(value).isprintable() else repr(value)
                     raise RequestError(f"`${name}` is true or false, not {shown}")
                 continue
-            if value is not None and not isinstance(value, str | EntityId):  # None reads `None`, as in the pipeline
-                raise RequestError(f"`${name}` of `{op.qualified}` names {article(param.type)} id, not {value!r}")
-            entity = self.entity(str(value))
-            if entity.type != param.type:
-                raise RequestError(f"`${name}` of `{op.qualified}` names {article(param.type)}, not `{entity}`")
-            if param.within:
-                self._check_within(op, param.within, name, entity, target)
-            out.append((name, str(entity)))
-        return tuple(sorted(out))
+            values: Sequence[object] = [value]
+            if not param.many and isinstance(value, list | tuple):
+                raise RequestError(f"`${name}` of `{op.qualified}` names one {param.type}, not a list")
+            if param.many and isinstance(value, list | tuple):
+                if len(value) > LIST_ARGUMENT.value():
+                    raise RequestError(LIST_ARGUMENT.refusal(f"`${name}` of `{op.qualified}`", len(value)))
+                values = value
+            for one in values:
+                if one is not None and not isinstance(one, str | EntityId):  # None reads `None`, as in the pipeline
+                    raise RequestError(f"`${name}` of `{op.qualified}` names {article(param.type)} id, not {one!r}")
+                entity = self.entity(str(one))
+                if entity.type != param.type:
+                    raise RequestError(f"`${name}` of `{op.qualified}` names {article(param.type)}, not `{entity}`")
+                if param.within:
+                    self._check_within(op, param.within, name, entity, target)
+                out.append((name, str(entity)))
+        return tuple(sorted(set(out)))
 
     # ---- evaluation ----------------------------------------------------------------
 
@@ -612,7 +621,7 @@ class Authorizer:
         )
         covered = sorted(EntityId.parse(r[2]) for r in answers.get("covered", ()) if r[0] == rid and r[1] == iid)
         lacking = sorted(EntityId.parse(r[2]) for r in answers.get("lacking", ()) if r[0] == rid and r[1] == iid)
-        has_every = any(t.scope is Scope.EVERY for o in requirement.options for t in o.targets)
+        has_every = any(t.every for o in requirement.options for t in o.targets)
         by = tuple(
             t.param
             for o in requirement.options
@@ -708,7 +717,7 @@ class Authorizer:
             case Scope.ARGUMENT:
                 value = request.arg(param)
                 return [EntityId.parse(value)] if value else []
-            case Scope.EVERY | Scope.RULE:
+            case Scope.EVERY | Scope.EVERY_ARGUMENT | Scope.RULE:
                 return []  # no grant names "every" entity at once, nor meets a rule
         raise AssertionError(scope)
 
@@ -723,7 +732,7 @@ class Authorizer:
         ways: list[frozenset[Change]] = []
         for option in requirement.options:
             for target in option.targets:
-                if target.scope is Scope.EVERY:
+                if target.every:
                     for action in option.actions:
                         ways.append(frozenset(GrantChange(who, action, d) for d in outcome.lacking))
                     continue
@@ -770,9 +779,13 @@ class Authorizer:
         return minimal
 
     def _remaining(self, request: Request, unmet: tuple[Outcome, ...]) -> tuple[EntityId, ...]:
-        """What a partial delete would leave: each entity lacking ADMIN, and what encloses it."""
+        """What a partial delete would leave: each entity inside lacking ADMIN, and what encloses it
+        (the entities of a list argument that are lacking are not inside: none is left)."""
         left: set[EntityId] = set()
         for outcome in unmet:
+            _, requirement = self.program.requirements[outcome.id]
+            if not any(t.scope is Scope.EVERY for o in requirement.options for t in o.targets):
+                continue
             for entity in outcome.lacking:
                 left.add(entity)
                 for ancestor in entity.ancestors(self.world.instance):

@@ -8,6 +8,7 @@ joining a group that already holds what is needed) that would allow it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,21 +23,45 @@ class Request:
     operation: str
     entity: EntityId
     args: tuple[tuple[str, str], ...] = ()
+    lists: frozenset[str] = field(default=frozenset(), compare=False)  # the list arguments, shown as lists
 
     def arg(self, name: str) -> str | None:
         return dict(self.args).get(name)
+
+    def values(self, name: str) -> list[str]:
+        """Every value of an argument: a list argument (`$datasets: [dataset]`) has a pair a value."""
+        return [v for k, v in self.args if k == name]
+
+    def arguments(self) -> dict[str, str | list[str]]:
+        """The arguments as a mapping: a list argument's values in a list."""
+        found = gathered(self.args)
+        return {k: [v] if k in self.lists and isinstance(v, str) else v for k, v in found.items()}
 
     def to_json(self) -> dict[str, Any]:
         return {
             "principal": self.principal,
             "operation": self.operation,
             "entity": str(self.entity),
-            "args": dict(self.args),
+            "args": self.arguments(),
         }
 
     def __str__(self) -> str:
         args = "".join(f" {k}={v}" for k, v in self.args)
         return f"{self.principal} {self.operation} {self.entity}{args}"
+
+
+def gathered(pairs: Iterable[tuple[str, str]]) -> dict[str, str | list[str]]:
+    """``NAME=VALUE`` pairs as request arguments: a name given again makes a list, the values of
+    a list argument (``datasets=dataset:ns1.a datasets=dataset:ns1.b``).
+
+    >>> gathered([("artifact", "artifact:ns1.a"), ("datasets", "dataset:ns1.x"), ("datasets", "dataset:ns1.y")])
+    {'artifact': 'artifact:ns1.a', 'datasets': ['dataset:ns1.x', 'dataset:ns1.y']}
+    """
+    out: dict[str, str | list[str]] = {}
+    for name, value in pairs:
+        before = out.get(name)
+        out[name] = value if before is None else [*before, value] if isinstance(before, list) else [before, value]
+    return out
 
 
 @dataclass(frozen=True, order=True)

@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from privilog.dsl.ir import Scope
 from privilog.engine.authorizer import Authorizer
 from privilog.engine.decision import Request
 from privilog.engine.ids import EntityId
@@ -97,7 +96,7 @@ def _every(authorizer: Authorizer, operation: str) -> frozenset[str]:
     return frozenset(
         f"{op.qualified}#{number}"
         for number, requirement in enumerate(op.requirements, start=1)
-        if any(t.scope is Scope.EVERY for o in requirement.options for t in o.targets)
+        if any(t.every for o in requirement.options for t in o.targets)
     )
 
 

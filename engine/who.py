@@ -33,7 +33,7 @@ class Who:
         return {
             "operation": self.request.operation,
             "entity": str(self.request.entity),
-            "args": dict(self.request.args),
+            "args": self.request.arguments(),
             "checked": self.checked,
             "allowed": [
                 {
@@ -45,7 +45,7 @@ class Who:
         }
 
 
-def who(authorizer: Authorizer, operation: str, entity: str, args: Mapping[str, str] | None = None) -> Who:
+def who(authorizer: Authorizer, operation: str, entity: str, args: Mapping[str, object] | None = None) -> Who:
     """Every principal of the authorizer's world that may do ``operation`` on ``entity``."""
     principals = sorted(authorizer.world.principals(), key=lambda p: (p.split(":")[0] != "user", p))
     if not principals:

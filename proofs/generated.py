@@ -106,7 +106,7 @@ def examples(context: Context) -> st.SearchStrategy[Example]:
         for op in policy.operations:
             if op.entity_type != target.type:
                 continue
-            args: dict[str, str] = {}
+            args: dict[str, str | list[str]] = {}
             for param in op.params:
                 if not data(st.booleans()):
                     continue
@@ -114,7 +114,9 @@ def examples(context: Context) -> st.SearchStrategy[Example]:
                     args[param.name] = "true"
                     continue
                 fitting = [e for e in pool if e.type == param.type and fits(op.qualified, target, param.name, e)]
-                if fitting:
+                if fitting and param.many:  # a list argument: a few entities, or none
+                    args[param.name] = [str(e) for e in data(st.lists(st.sampled_from(fitting), max_size=3))]
+                elif fitting:
                     args[param.name] = str(data(st.sampled_from(fitting)))
             requests.append(authorizer.request(principal, op.qualified, target, args))
         holders = st.sampled_from((principal, *GROUPS)) | st.sampled_from(PRINCIPALS)

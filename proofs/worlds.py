@@ -218,7 +218,7 @@ def _accepts(scope: Scope, param: str, role: Role) -> bool:
             return role.kind == "ancestor" and role.parent
         case Scope.ANCESTOR:
             return role.kind == "ancestor" and role.type == param
-        case Scope.ARGUMENT:
+        case Scope.ARGUMENT | Scope.EVERY_ARGUMENT:  # a list argument's one entity, in these worlds
             return role.kind == "argument" and role.argument == param
         case Scope.SELF_OR_DESCENDANT:
             return role.kind in ("self", "descendant")

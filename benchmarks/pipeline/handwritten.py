@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privilog.dsl.format import format_alternatives
-from privilog.dsl.ir import Policy, Scope
+from privilog.dsl.ir import Policy
 from privilog.engine.program import table_facts
 
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ def policy_tables(policy: Policy) -> dict[str, str]:
         text = format_alternatives(requirement.options)
         if requirement.condition is not None:
             text += f" if {requirement.condition}"
-        every = any(t.scope is Scope.EVERY for o in requirement.options for t in o.targets)
+        every = any(t.every for o in requirement.options for t in o.targets)
         texts.append((rid, text, every))
     return {
         "requirements": _values(sorted(facts["requires"]), "operation, requirement, action, scope, param"),

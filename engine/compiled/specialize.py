@@ -109,6 +109,9 @@ class DecisionPlans:
         return self.analysis.kinds.get(relation, Kind.STATIC)
 
     def _compile(self, operation: str) -> Decider:
+        op = next((o for o in self.program.policy.operations if o.qualified == operation), None)
+        if op is not None and any(p.many for p in op.params):
+            raise NotCompiled  # a list argument has several values; a plan reads one a name (``g``)
         static = {name for name, kind in self.analysis.kinds.items() if kind is Kind.STATIC}
         rules: dict[str, list[Rule]] = {}
         for rule in specialize(self._generic, operation, self.static_rows, static):

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from privilog.cli.store import STORE_HELP, store_url
+from privilog.engine.decision import gathered
 from privilog.usage import UsageError
 
 
@@ -56,15 +57,16 @@ def given_store(args: argparse.Namespace, environment: bool = True) -> str | Non
     return url
 
 
-def request_args(pairs: Sequence[str]) -> dict[str, str]:
-    """``--arg NAME=VALUE`` options as a mapping."""
-    out: dict[str, str] = {}
+def request_args(pairs: Sequence[str]) -> dict[str, str | list[str]]:
+    """``--arg NAME=VALUE`` options as a mapping; a name given again makes a list (the values
+    of a list argument such as ``--arg datasets=dataset:ns1.a --arg datasets=dataset:ns1.b``)."""
+    out: list[tuple[str, str]] = []
     for pair in pairs:
         name, eq, value = pair.partition("=")
         if not eq or not name:
             raise UsageError(f"--arg takes NAME=VALUE, such as --arg artifact=artifact:ns1.etl; not `{pair}`")
-        out[name] = value
-    return out
+        out.append((name, value))
+    return gathered(out)
 
 
 def add_arg(p: argparse.ArgumentParser) -> None:

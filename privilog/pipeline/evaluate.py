@@ -163,7 +163,7 @@ def _requirements(spark: SparkSession, program: Program) -> DataFrame:
         text = format_alternatives(requirement.options)
         if requirement.condition is not None:
             text += f" if {requirement.condition}"
-        every = any(t.scope is Scope.EVERY for o in requirement.options for t in o.targets)
+        every = any(t.every for o in requirement.options for t in o.targets)
         rows.append((xxhash64(rid), rid, text, every))
     return spark.createDataFrame(rows, "i long, requirement string, text string, every boolean")
 
@@ -546,16 +546,13 @@ def decide_all(
 
 def _needs_a_grant(op: Operation) -> bool:
     """Whether some requirement always applies and can be met only through a grant."""
-    return any(
-        r.condition is None and all(t.scope is not Scope.EVERY for o in r.options for t in o.targets)
-        for r in op.requirements
-    )
+    return any(r.condition is None and all(not t.every for o in r.options for t in o.targets) for r in op.requirements)
 
 
 def _scopes(op: Operation) -> set[Scope]:
     """The scopes of the first requirement that always needs a grant: candidates must meet it."""
     for r in op.requirements:
-        if r.condition is None and all(t.scope is not Scope.EVERY for o in r.options for t in o.targets):
+        if r.condition is None and all(not t.every for o in r.options for t in o.targets):
             return {t.scope for o in r.options for t in o.targets}
     return set()
 

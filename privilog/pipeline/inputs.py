@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from privilog.dsl.ir import Operation, Policy
-from privilog.dsl.limits import WILDCARDS, LimitError
+from privilog.dsl.limits import LIST_ARGUMENT, WILDCARDS, LimitError
 from privilog.engine.authorizer import FALSE_WORDS, TRUE_WORDS, check_hierarchy
 from privilog.engine.ids import _SHAPES, DEFAULT_INSTANCE, ENTITY_TYPES, PRINCIPAL_KINDS, EntityId, parent_type
 from privilog.engine.patterns import java_regex, parse_pattern, policy_patterns, wild_shape
@@ -335,9 +335,7 @@ def load_deployment(
 
     good_entities, bad_entities = _rejects(entities, "entities", vocabulary.entity_problem(F.col("entity"), False))
     existing = (
-        good_entities.select(F.explode(vocabulary.chain(F.col("entity"))).alias("entity"))
-        .distinct()
-        .transform(persist)
+        good_entities.select(F.explode(vocabulary.chain(F.col("entity"))).alias("entity")).distinct().transform(persist)
     )
     grant_problem = F.coalesce(
         vocabulary.principal_problem(F.col("principal")),
@@ -439,7 +437,9 @@ def check_requests(spark: SparkSession, vocabulary: Vocabulary, numbered: DataFr
     op_type = _lookup({op.qualified: op.entity_type for op in policy.operations}, F.coalesce(operation, F.lit("")))
     kind = vocabulary.entity_type(F.col("entity"))
     has_args = F.col("args").isNotNull() & (F.trim(F.col("args")) != "")
-    arguments = log.where(has_args).select("rid", "operation", "entity", _json_object(F.col("args")).alias("map"))
+    arguments = log.where(has_args).select(
+        "rid", "operation", "entity", _json_object(F.col("args")).alias("map"), F.col("args").alias("text")
+    )
     entries = _check_arguments(vocabulary, arguments)
     first_problem = (
         entries.where(F.col("problem").isNotNull())
@@ -478,13 +478,13 @@ def check_requests(spark: SparkSession, vocabulary: Vocabulary, numbered: DataFr
     return Requests(good, args, rejects)
 
 
-def _json_object(text: Column) -> Column:
-    """A JSON object as a map of strings, null if it is not one; a key given twice keeps its last
-    value, as Python's json reads it (from_json keeps both; map_from_entries applies LAST_WIN)."""
+def _json_object(text: Column, values: str = "string") -> Column:
+    """A JSON object as a map of strings (or of ``values``), null if it is not one; a key given twice
+    keeps its last value, as Python's json reads it (from_json keeps both; map_from_entries applies
+    LAST_WIN)."""
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
-    return F.map_from_entries(F.map_entries(F.from_json(text, T.MapType(T.StringType(), T.StringType()))))
+    return F.map_from_entries(F.map_entries(F.from_json(text, f"map<string, {values}>")))
 
 
 def _lookup(pairs: Mapping[str, str], key: Column) -> Column:
@@ -505,18 +505,23 @@ def _check_arguments(vocabulary: Vocabulary, arguments: DataFrame) -> DataFrame:
     params = {f"{op.qualified}|{p.name}": p for op in policy.operations for p in op.params}
     takes = {op.qualified: ", ".join(f"${p.name}" for p in op.params) or "no arguments" for op in policy.operations}
     entries = arguments.where(F.col("map").isNotNull()).select(
-        "rid", "operation", "entity", F.posexplode("map").alias("position", "key", "raw")
+        "rid", "operation", "entity", "text", F.posexplode("map").alias("position", "key", "raw")
     )
     operation = F.col("operation")
     name = F.regexp_replace(F.col("key"), r"^\$+", "")
-    value = F.coalesce(F.col("raw"), F.lit("None"))
     key = F.concat(operation, F.lit("|"), name)
+    entries = _list_items(entries, _lookup({k: "1" for k, p in params.items() if p.many}, key).isNotNull())
+    value = F.coalesce(F.col("raw"), F.lit("None"))
     wanted = _lookup({k: p.type for k, p in params.items()}, key)
     within = _lookup({k: p.within for k, p in params.items() if p.within}, key)
     mine, theirs = vocabulary.enclosing(F.col("entity"), within), vocabulary.enclosing(value, within)
     word = F.lower(F.regexp_replace(value, r"(?U)^\s+|\s+$", ""))  # as Python's str.strip()
     problem = (
         F.when(wanted.isNull(), _message("`", operation, "` takes ", _lookup(takes, operation), "; not `$", name, "`"))
+        .when(
+            F.col("_list_problem").isNotNull(),
+            _message("`$", name, "` of `", operation, "` ", F.col("_list_problem")),
+        )
         .when((wanted == "bool") & (word == ""), _message("`$", name, "` is true or false, not an empty value"))
         .when(
             (wanted == "bool") & ~word.isin(*TRUE_WORDS, *FALSE_WORDS),
@@ -545,4 +550,39 @@ def _check_arguments(vocabulary: Vocabulary, arguments: DataFrame) -> DataFrame:
     normal = F.when(wanted == "bool", F.lit("true")).otherwise(value)
     return entries.select(
         "rid", "position", problem.alias("problem"), name.alias("name"), normal.alias("value"), keep.alias("keep")
+    )
+
+
+def _list_items(entries: DataFrame, many: Column) -> DataFrame:
+    """A list argument's entry (``many``) as one row an entity it names, each checked as a single
+    argument is, at the entry's position (``item`` after it); a text is a list of one, as the
+    reference engine reads it. What is no list of ids, or a list over PRIVILOG_MAX_LIST_ARGUMENT,
+    gets ``_list_problem``. Other entries pass as they are."""
+    from pyspark.sql import functions as F
+
+    limit = LIST_ARGUMENT.value()
+    raw = F.element_at(_json_object(F.col("text"), "variant"), F.col("key"))
+    kind = F.expr("schema_of_variant(_raw)")
+    items = F.expr("try_variant_get(_raw, '$', 'array<string>')")
+    ids = kind.isin("ARRAY<STRING>", "ARRAY<VOID>") & ~F.exists(items, lambda x: x.isNull())
+    problem = (
+        F.when(~many | (kind == "STRING"), F.lit(None).cast("string"))
+        .when(~ids, F.lit("is a list of entity ids"))
+        .when(
+            F.size(items) > limit,
+            _message(
+                "has ",
+                F.size(items).cast("string"),
+                f" entities; the limit is {limit} (set {LIST_ARGUMENT.variable} to raise it)",
+            ),
+        )
+    )
+    listed = entries.withColumn("_raw", raw).withColumn("_list_problem", problem)
+    spread = many & (kind != "STRING") & F.col("_list_problem").isNull()
+    exploded = F.when(spread, F.array_distinct(items)).otherwise(F.array(F.col("raw")))
+    return (
+        listed.select("*", F.posexplode(exploded).alias("item", "_item"))
+        .withColumn("raw", F.col("_item"))
+        .withColumn("position", F.col("position").cast("long") * F.lit(limit + 1) + F.col("item"))
+        .drop("_raw", "_item", "item")
     )

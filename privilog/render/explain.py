@@ -61,7 +61,9 @@ def _outcome_lines(decision: Decision, outcome: Outcome) -> tuple[str, list[str]
             count = len(outcome.covered)
             details.append(f"{request.principal} holds it on all {count} entities: {_entities(outcome.covered)}")
         elif not outcome.witnesses and not outcome.by:
-            details.append("there is nothing inside to hold it on")
+            listed = "every $" in outcome.text  # a list argument's: it named none
+            none = "the request names none to hold it on" if listed else "there is nothing inside to hold it on"
+            details.append(none)
         return f"{label}: met", details
     details = []
     for argument in outcome.missing_arguments:

@@ -42,7 +42,7 @@ from privilog.dsl.errors import PolicyError, PolicyErrors, PrivilogError, did_yo
 from privilog.dsl.files import read_policy_text
 from privilog.dsl.ir import Policy
 from privilog.engine.authorizer import Authorizer
-from privilog.engine.decision import Change, Decision, GrantChange, MembershipChange, Request
+from privilog.engine.decision import Change, Decision, GrantChange, MembershipChange, Request, gathered
 from privilog.engine.ids import EntityId, IdError, parse_principal
 from privilog.engine.query import EXAMPLE as QUERY_EXAMPLE
 from privilog.engine.query import Budget, QueryLimit, answer, parse_query, time_limit
@@ -315,8 +315,8 @@ class Session:
         command = COMMANDS[name]
         return ReplError(f"usage: {command.usage}  (for example: {command.example})")
 
-    def _arguments(self, words: Sequence[str]) -> dict[str, str]:
-        args: dict[str, str] = {}
+    def _arguments(self, words: Sequence[str]) -> dict[str, str | list[str]]:
+        args: list[tuple[str, str]] = []
         pending = list(words)
         while pending:
             word = pending.pop(0)
@@ -327,8 +327,8 @@ class Session:
             name, eq, value = word.partition("=")
             if not eq or not name:
                 raise ReplError(f"request arguments are NAME=VALUE, such as owner=kerberosprincipal:x; not `{word}`")
-            args[name] = value
-        return args
+            args.append((name, value))
+        return gathered(args)  # a name given again: a list argument's values
 
     def _request(self, name: str, words: Sequence[str]) -> Request:
         if len(words) < 3:

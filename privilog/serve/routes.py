@@ -232,7 +232,12 @@ _REQUEST: dict[str, Any] = {
         "principal": {"type": "string", "example": "user:alice"},
         "operation": {"type": "string", "example": "dataset.read"},
         "entity": {"type": "string", "example": "dataset:ns1.sales"},
-        "args": {"type": "object", "additionalProperties": {"type": ["string", "boolean"]}},
+        "args": {
+            "type": "object",
+            "additionalProperties": {
+                "oneOf": [{"type": ["string", "boolean"]}, {"type": "array", "items": {"type": "string"}}]
+            },
+        },
     },
 }
 

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,11 +20,13 @@ from privilog.engine.ids import EntityId
 from privilog.engine.world import Grant, World
 from privilog.testing.table import (
     PRINCIPAL,
+    Args,
     Granted,
     Row,
     Table,
     TableError,
     TableWorld,
+    args_text,
     combinations,
     describe,
     is_table,
@@ -71,7 +73,7 @@ class Bench:
     def allowed(
         self,
         row: Row,
-        args: Mapping[str, str],
+        args: Args,
         grants: Iterable[Granted],
         members: Iterable[tuple[str, str]] = (),
         principal: str = PRINCIPAL,
@@ -111,15 +113,15 @@ class RowResult:
         return self.covered and not self.problems
 
 
-def _args_label(args: Mapping[str, str]) -> str:
+def _args_label(args: Args) -> str:
     """>>> _args_label({"owner": "kerberosprincipal:k@X", "new_artifact": "true"})
     '[new_artifact=true,owner=k@X] '
     """
-    text = ",".join(f"{k}={v.split(':')[-1]}" for k, v in sorted(args.items()))
+    text = args_text(args)
     return f"[{text}] " if text else ""
 
 
-def _check_case(bench: Bench, row: Row, args: Mapping[str, str]) -> list[str]:
+def _check_case(bench: Bench, row: Row, args: Args) -> list[str]:
     table = bench.table
     label = _args_label(args)
     ways = ways_of(table, row, args)

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import cast
 
 from privilog.dsl.errors import PrivilogError, did_you_mean
-from privilog.dsl.ir import Scope
 from privilog.engine.authorizer import Authorizer
 from privilog.engine.decision import Decision, Request, Witness
 from privilog.engine.ids import EntityId, IdError, parse_principal
@@ -198,7 +197,7 @@ class Judge:
                 raise fail(item, str(error)) from None
         operation, entity = str(fields["operation"].value), str(fields["entity"].value)
         # who() hands the arguments to Authorizer.request, which checks values of any type
-        found = who(self.authorizer, operation, entity, cast(Mapping[str, str], args))
+        found = who(self.authorizer, operation, entity, cast(Mapping[str, object], args))
         principals = sorted(self.authorizer.world.principals())
         requests = tuple(self.authorizer.request(p, operation, entity, args) for p in principals)
         got = {d.request.principal for d in found.allowed}
@@ -245,7 +244,7 @@ def proof_grants(authorizer: Authorizer, decision: Decision) -> set[UsedGrant]:
         if not (outcome.applies and outcome.met):
             continue
         used.update((w.holder, w.action, named) for w in outcome.witnesses for named in _named(authorizer, w))
-        every = {a for o in requirement.options if any(t.scope is Scope.EVERY for t in o.targets) for a in o.actions}
+        every = {a for o in requirement.options if any(t.every for t in o.targets) for a in o.actions}
         covered = set(outcome.covered)
         used.update(
             (g.principal, g.action, g.entity)

@@ -37,6 +37,8 @@ import yaml
 from privilog.dsl.errors import PrivilogError
 
 ACTIONS = ("READ", "WRITE", "EXECUTE", "ADMIN")
+# a row's request arguments: an entity id or a bool's word, or a list argument's entity ids
+Args = Mapping[str, "str | list[str]"]
 FALSE_WORDS = {"false", "no", "0", "off", ""}
 INSTANCE = "cdap"
 VERBS = ("requires", "shows")
@@ -151,7 +153,7 @@ class Conjunct:
     alternatives: tuple[Alternative, ...]
     condition: str | None = None  # "$x" or "not $x"
 
-    def applies(self, args: Mapping[str, str]) -> bool:
+    def applies(self, args: Args) -> bool:
         if self.condition is None:
             return True
         negated = self.condition.startswith("not ")
@@ -172,7 +174,7 @@ class Row:
     seed: str
     source: str
     requires: tuple[Conjunct, ...]
-    args: tuple[dict[str, str], ...] = ({},)
+    args: tuple[dict[str, str | list[str]], ...] = ({},)
     entity: str | None = None
     reading: str = ""
 
@@ -182,7 +184,7 @@ class Row:
 
     @property
     def arg_names(self) -> set[str]:
-        names = {a.on[1:] for c in self.requires for a in c.alternatives if a.on.startswith("$")}
+        names = {a.on.removeprefix("every ")[1:] for c in self.requires for a in c.alternatives if "$" in a.on}
         names |= {c.condition.removeprefix("not ").strip().lstrip("$") for c in self.requires if c.condition}
         return names
 
@@ -224,7 +226,7 @@ class Table:
         found = {*self.entities, *self.subjects.values()}
         for row in self.rows:
             found.add(self.subject(row))
-            found.update(v for args in row.args for v in args.values() if ":" in v)
+            found.update(v for args in row.args for v in values(args) if ":" in v)
         return found | {a for e in found for a in ancestors(e)}
 
 
@@ -248,7 +250,7 @@ def _alternative(data: object, where: str) -> Alternative:
     on = str(data["on"])
     kind = on.removeprefix("every ")
     plain = ("self", "parent", "self or descendant", "self or within", "every descendant")
-    if not (on in plain or on.startswith("$") or kind in TYPES):
+    if not (on in plain or on.startswith("$") or kind in TYPES or (on != kind and kind.startswith("$"))):
         raise _fail(where, f"unknown target `{on}`")
     return Alternative(tuple(actions), on, own)
 
@@ -285,7 +287,10 @@ def _row(raw: object, where: str) -> Row:
         seed=str(raw["seed"]),
         source=str(raw["source"]),
         requires=tuple(_conjunct(c, where) for c in requires),
-        args=tuple({k: str(v) for k, v in a.items()} for a in raw.get("args", [{}])),
+        args=tuple(
+            {k: [str(x) for x in v] if isinstance(v, list) else str(v) for k, v in a.items()}
+            for a in raw.get("args", [{}])
+        ),
         entity=raw.get("entity"),
         reading=str(raw.get("reading", "")),
     )
@@ -335,10 +340,23 @@ def is_table(path: Path) -> bool:
     return isinstance(data, dict) and "policy" in data and "rows" in data
 
 
-def given(args: Mapping[str, str], name: str) -> bool:
+def given(args: Args, name: str) -> bool:
     """An argument is given when present (and, for a bool, true)."""
     value = args.get(name)
+    if isinstance(value, list):
+        return bool(value)
     return value is not None and str(value).strip().lower() not in FALSE_WORDS
+
+
+def values(args: Args) -> list[str]:
+    """Every value of the arguments, a list argument's each."""
+    return [x for v in args.values() for x in (v if isinstance(v, list) else [v])]
+
+
+def one(args: Args, name: str) -> str | None:
+    """The value of a single argument (None when absent)."""
+    value = args.get(name)
+    return value if isinstance(value, str) else None
 
 
 # ---- worlds: the plain-Python reading of `requires` ----------------------------------------
@@ -401,7 +419,7 @@ class TableWorld:
 
     # ---- interpreting a conjunct -------------------------------------------------------
 
-    def targets(self, alt: Alternative, entity: str, args: Mapping[str, str]) -> list[str]:
+    def targets(self, alt: Alternative, entity: str, args: Args) -> list[str]:
         """The entities a grant on any of which meets a (non-`every`) alternative."""
         on = alt.on
         if on == "self":
@@ -416,45 +434,45 @@ class TableWorld:
             named = sorted(i for i in ids if entity in ancestors(i, self.instance))
             return list(dict.fromkeys([entity, *self.descendants(entity), *named]))
         if on.startswith("$"):
-            value = args.get(on[1:])
+            value = one(args, on[1:])
             return [value] if value else []
         return [a for a in ancestors(entity, self.instance) if entity_type(a) == on]  # an enclosing type
 
-    def covered(self, alt: Alternative, entity: str) -> list[str]:
-        """The entities an `every` alternative needs a grant on, each of them."""
+    def covered(self, alt: Alternative, entity: str, args: Args) -> list[str]:
+        """The entities an `every` alternative needs a grant on, each of them: inside the entity,
+        or each a list argument names (`every $datasets`)."""
         kind = alt.on.removeprefix("every ")
+        if kind.startswith("$"):
+            named = args.get(kind[1:]) or []
+            return sorted(set(named if isinstance(named, list) else [named]))
         return [d for d in self.descendants(entity) if kind == "descendant" or entity_type(d) == kind]
 
-    def ways(
-        self, conjunct: Conjunct, entity: str, args: Mapping[str, str], principal: str = PRINCIPAL
-    ) -> list[frozenset[Need]]:
+    def ways(self, conjunct: Conjunct, entity: str, args: Args, principal: str = PRINCIPAL) -> list[frozenset[Need]]:
         """Each set of (action, entity) grants that meets the conjunct; [] if none can."""
         out = [way for alt in conjunct.alternatives for way in self._alternative_ways(alt, entity, args, principal)]
         return list(dict.fromkeys(out))
 
-    def _alternative_ways(
-        self, alt: Alternative, entity: str, args: Mapping[str, str], principal: str
-    ) -> list[frozenset[Need]]:
+    def _alternative_ways(self, alt: Alternative, entity: str, args: Args, principal: str) -> list[frozenset[Need]]:
         if alt.without:
             return [frozenset()] if self.without_grant(alt.without, principal, entity, args) else []
         if alt.is_every:
-            covered = self.covered(alt, entity)
+            covered = self.covered(alt, entity, args)
             choices = itertools.product(alt.actions, repeat=len(covered))
             return [frozenset(zip(c, covered, strict=True)) for c in choices]
         return [frozenset({(a, t)}) for t in self.targets(alt, entity, args) for a in alt.actions]
 
     @staticmethod
-    def without_grant(condition: str, principal: str, entity: str, args: Mapping[str, str]) -> bool:
+    def without_grant(condition: str, principal: str, entity: str, args: Args) -> bool:
         """Whether a WITHOUT_GRANT condition holds for the request."""
         if condition == "the requester is $owner":
-            owner = args.get("owner")
+            owner = one(args, "owner")
             return owner is not None and owner.partition(":")[2] == principal.partition(":")[2]
         if condition == "in namespace system":
             return "namespace:system" in (entity, *ancestors(entity))
-        value = args.get("dataset_type")
+        value = one(args, "dataset_type")
         return value is not None and "namespace:system" in ancestors(value)
 
-    def breakers(self, conjunct: Conjunct, entity: str, args: Mapping[str, str]) -> list[frozenset[Need]]:
+    def breakers(self, conjunct: Conjunct, entity: str, args: Args) -> list[frozenset[Need]]:
         """Sets of grants whose absence alone leaves the conjunct unmet (everything else held):
         every grant a plain alternative accepts, and for each `every` alternative the grants on
         one of the entities it covers. [] when an `every` over nothing makes it always met."""
@@ -462,7 +480,7 @@ class TableWorld:
         holes: list[list[frozenset[Need]]] = []
         for alt in conjunct.alternatives:
             if alt.is_every:
-                covered = self.covered(alt, entity)
+                covered = self.covered(alt, entity, args)
                 if not covered:
                     return []
                 holes.append([frozenset((a, e) for a in alt.actions) for e in covered])
@@ -473,19 +491,17 @@ class TableWorld:
         count = max(len(h) for h in holes)
         return [frozenset(plain).union(*(h[i % len(h)] for h in holes)) for i in range(count)]
 
-    def met(self, principal: str, conjunct: Conjunct, entity: str, args: Mapping[str, str]) -> bool:
+    def met(self, principal: str, conjunct: Conjunct, entity: str, args: Args) -> bool:
         return any(
             all(self.holds(principal, a, e, alt.own) for a, e in way)
             for alt in conjunct.alternatives
             for way in self._alternative_ways(alt, entity, args, principal)
         )
 
-    def applicable(self, row: Row, args: Mapping[str, str]) -> list[Conjunct]:
+    def applicable(self, row: Row, args: Args) -> list[Conjunct]:
         return [c for c in row.requires if c.applies(args)]
 
-    def allowed(
-        self, table: Table, principal: str, operation: str, entity: str, args: Mapping[str, str] | None = None
-    ) -> bool:
+    def allowed(self, table: Table, principal: str, operation: str, entity: str, args: Args | None = None) -> bool:
         """Whether the table allows the request. Unknown operations and wrong types are denied."""
         args = dict(args or {})
         row = table.row(operation)
@@ -493,7 +509,7 @@ class TableWorld:
             return False
         return all(self.met(principal, c, entity, args) for c in self.applicable(row, args))
 
-    def unmet(self, table: Table, principal: str, operation: str, entity: str, args: Mapping[str, str]) -> list[int]:
+    def unmet(self, table: Table, principal: str, operation: str, entity: str, args: Args) -> list[int]:
         """Indexes (in the row's `requires`) of the applicable conjuncts that are not met."""
         row = table.row(operation)
         assert row is not None
@@ -515,7 +531,7 @@ class TableWorld:
 # ---- the grants a row's checks try ---------------------------------------------------------
 
 
-def ways_of(table: Table, row: Row, args: Mapping[str, str]) -> list[list[frozenset[Need]]]:
+def ways_of(table: Table, row: Row, args: Args) -> list[list[frozenset[Need]]]:
     """For each applicable conjunct, each set of grants that meets it (in the table's world; a
     grant on any entity the table names may count by its id)."""
     world = TableWorld(table.entities, names=table.mentioned())
@@ -543,7 +559,7 @@ def _thin(subject: str, ways: list[frozenset[Need]]) -> list[frozenset[Need]]:
     return kept
 
 
-def combinations(table: Table, row: Row, args: Mapping[str, str]) -> list[frozenset[Need]]:
+def combinations(table: Table, row: Row, args: Args) -> list[frozenset[Need]]:
     """One way per conjunct: the first way of each, then each other way of each conjunct in turn."""
     ways = [_thin(table.subject(row), w) for w in ways_of(table, row, args)]
     default = [w[0] for w in ways]
@@ -584,9 +600,24 @@ def describe(needs: Iterable[Need]) -> str:
     return ", ".join(f"{a} on {e}" for a, e in sorted(needs)) or "no grants"
 
 
-def case_label(row: Row, args: Mapping[str, str]) -> str:
+def case_label(row: Row, args: Args) -> str:
     """>>> case_label(Row("dataset.create", "requires", "003", "", ()), {"owner": "kerberosprincipal:k@X"})
     'dataset.create[owner=k@X]'
     """
-    text = ",".join(f"{k}={v.split(':')[-1]}" for k, v in sorted(args.items()))
+    text = args_text(args)
     return f"{row.operation}[{text}]" if text else row.operation
+
+
+def args_text(args: Args) -> str:
+    """Arguments in a label, each id by its name, a list's joined by `+`.
+
+    >>> args_text({"owner": "kerberosprincipal:k@X", "datasets": ["dataset:ns1.a", "dataset:ns1.b"]})
+    'datasets=ns1.a+ns1.b,owner=k@X'
+    """
+
+    def name(value: str) -> str:
+        return value.split(":")[-1]
+
+    return ",".join(
+        f"{k}={'+'.join(map(name, v)) if isinstance(v, list) else name(v)}" for k, v in sorted(args.items())
+    )

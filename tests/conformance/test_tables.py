@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from privilog.dsl.ir import Param
 
 import privilog
 from privilog import EntityId, dsl
@@ -59,7 +60,7 @@ ALICE = "user:alice"
 OTHERS = ("user:bob", "group:eng", "role:ops", "group:boss")
 OTHER_MEMBERS = (("user:bob", "group:eng"), ("group:boss", ALICE))
 
-Case = tuple[str, Row, dict[str, str]]
+Case = tuple[str, Row, dict[str, str | list[str]]]
 
 
 def _cases() -> tuple[list[Case], list[Case]]:
@@ -233,15 +234,18 @@ def test_every_policy_operation_has_a_row(policy: str) -> None:
     assert sorted(set(in_table) - in_policy) == [], "rows whose operation the policy lacks"
 
 
-def _agrees(row: Row, params: Mapping[str, str]) -> None:
+def _agrees(row: Row, params: Mapping[str, Param]) -> None:
     assert row.arg_names == set(params), row.operation
     for args in row.args:
         assert set(args) <= set(params), row.operation
         for name, value in args.items():
-            if params[name] == "bool":
+            param = params[name]
+            assert isinstance(value, list) == param.many, (row.operation, name, "a list where the policy takes one")
+            if param.type == "bool":
                 assert value in ("true", "false"), (row.operation, name)
             else:
-                assert EntityId.parse(value).type == params[name], (row.operation, name)
+                for one in value if isinstance(value, list) else [value]:
+                    assert EntityId.parse(one).type == param.type, (row.operation, name)
 
 
 @pytest.mark.parametrize("policy", sorted(TABLES))
@@ -251,7 +255,7 @@ def test_rows_agree_with_the_policy_on_verbs_and_arguments(policy: str) -> None:
         op = loaded.operation(row.operation)
         assert op is not None, row.operation
         assert op.verb.value == row.verb, row.operation
-        _agrees(row, {p.name: p.type for p in op.params})
+        _agrees(row, {p.name: p for p in op.params})
 
 
 @pytest.mark.parametrize("policy", sorted(TABLES))
