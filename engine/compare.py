@@ -206,11 +206,14 @@ class Comparison:
             if not self._set_world(first, world).check(request_first).allowed:
                 continue  # the search proposed too little: not a witness
             authz_second = self._set_world(second, _copy(world))
-            denial = authz_second.check(self._request(authz_second, operation, target, args))
+            request_second = self._request(authz_second, operation, target, args)
+            denial = authz_second.check(request_second)
             if not denial.allowed:
                 world = self._smallest_world(first, second, operation, target, args, world)
-                denial = self._set_world(second, world).check(self._request(authz_second, operation, target, args))
-                return Witness(world, tuple(sorted(grants)), request_first, first, second, denial)
+                denial = self._set_world(second, world).check(request_second)
+                # shown with every argument either policy reads (one that takes no such argument ignores it)
+                shown = request_second if len(request_second.args) > len(request_first.args) else request_first
+                return Witness(world, tuple(sorted(grants)), shown, first, second, denial)
         return None
 
     @staticmethod

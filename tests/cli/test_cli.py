@@ -51,6 +51,27 @@ def test_check_json_has_stable_keys(capsys: pytest.CaptureFixture[str]) -> None:
     }
 
 
+def test_an_arg_given_again_is_a_list(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    world = tmp_path / "world.yaml"
+    world.write_text(
+        "grants:\n  - [user:u, ADMIN, application:ns1.app]\n  - [user:u, READ, artifact:ns1.etl]\n"
+        "  - [user:u, ADMIN, 'dataset:ns1.d$Inner']\n",
+        encoding="utf-8",
+    )
+    base = ["user:u", "application.deploy", "application:ns1.app", "--policy", "cdap-5.1", "--world", str(world)]
+    base += ["--arg", "artifact=artifact:ns1.etl", "--arg", "datasets=dataset:ns1.d$Inner"]
+    code, out, _ = run(capsys, "check", *base, "--json")
+    assert code == 0 and json.loads(out)["request"]["args"]["datasets"] == ["dataset:ns1.d$Inner"]
+    code, out, _ = run(capsys, "why", *base, "--arg", "datasets=dataset:ns1.e")
+    assert code == 1
+    assert "ADMIN on every $datasets: UNMET" in out
+    assert "user:u lacks it on 1 of 2 entities: dataset:ns1.e" in out
+    assert "grant ADMIN on dataset:ns1.e to user:u" in out
+    code, _, err = run(capsys, "check", *base, "--arg", "artifact=artifact:ns1.other")
+    assert code == 2
+    assert err.strip() == "privilog: `$artifact` of `application.deploy` names one artifact, not a list"
+
+
 def test_why_denied_lists_fix(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "why", "user:bob", "dataset.write", "dataset:sales.orders", "--world", SAMPLE)
     assert code == 1

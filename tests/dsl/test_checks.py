@@ -134,6 +134,47 @@ def test_a_bool_argument_is_not_a_target() -> None:
     )
 
 
+def test_a_list_argument_is_asked_of_with_every() -> None:
+    error = the_error(VOCABULARY + "application:\n  deploy($datasets: [dataset]) requires ADMIN on $datasets\n")
+    assert reported(error) == (
+        at(9, 50),
+        "`$datasets` is a list of entities, not one",
+        "ask of each with `every $datasets`",
+    )
+
+
+def test_every_of_an_argument_needs_a_list() -> None:
+    error = the_error(VOCABULARY + "application:\n  deploy($artifact: dataset) requires ADMIN on every $artifact\n")
+    assert reported(error) == (
+        at(9, 48),
+        "`$artifact` is not a list of entities",
+        "declare it as one, `$artifact: [TYPE]`, or ask of it as `$artifact`",
+    )
+    error = the_error(VOCABULARY + "application:\n  deploy($datasets: [dataset]) requires ADMIN on every $dataset\n")
+    assert reported(error)[:2] == (at(9, 50), "unknown request argument `$dataset` of `application.deploy`")
+    assert "$datasets" in error.hint
+
+
+def test_a_list_names_entities_not_bools() -> None:
+    error = the_error(VOCABULARY + "application:\n  deploy($flags: [bool]) requires ADMIN\n")
+    assert reported(error)[:2] == (at(9, 10), "`$flags` is a list of bools")
+
+
+def test_a_list_argument_lowers_to_every_argument_and_formats_back() -> None:
+    text = VOCABULARY + (
+        "application:\n  deploy($datasets: [dataset], $artifact: dataset) requires ADMIN on every $datasets if $datasets\n"
+    )
+    policy = dsl.parse_policy(text, FILE, include_prelude=False)
+    (op,) = policy.operations
+    assert [(p.name, p.type, p.many) for p in op.params] == [("datasets", "dataset", True), ("artifact", "dataset", False)]
+    (requirement,) = op.requirements
+    assert requirement.options[0].targets == (Target(Scope.EVERY_ARGUMENT, "datasets"),)
+    assert requirement.options[0].targets[0].every
+    formatted = dsl.format_policy(policy)
+    assert "deploy($datasets: [dataset], $artifact: dataset) requires ADMIN on every $datasets if $datasets" in formatted
+    assert dsl.format_policy(dsl.parse_policy(formatted, FILE, include_prelude=False)) == formatted
+
+
 # -- tables --------------------------------------------------------------------
 
 

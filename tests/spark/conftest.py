@@ -229,6 +229,8 @@ def _argument(draw: st.DrawFn, names: Names, param: Param, entity: str) -> objec
         application = ".".join(entity.split(":")[1].split(".")[:2])
         mine = [c for c in candidates if c.split(":")[1].startswith(application + ".")]
         candidates = mine * 4 + candidates if mine else candidates
+    if param.many:  # a list argument: a few entities, none, or one as plain text
+        return draw(st.sampled_from([ABSENT, candidates[0]]) | st.lists(st.sampled_from(candidates), max_size=3))
     return draw(st.sampled_from([ABSENT, *candidates]))
 
 

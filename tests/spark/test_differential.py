@@ -59,7 +59,7 @@ pytestmark = pytest.mark.slow
 
 # cdap-4.2 looks at enclosing entities, where cdap does not. Both are decided by the fused
 # plans; "generic" decides cdap-4.2 the way a policy outside them is decided (rounds).
-DECIDED = ["cdap", "cdap-4.2", "cdap-4.2 generic"]
+DECIDED = ["cdap", "cdap-4.2", "cdap-4.2 generic", "cdap-5.1"]
 WORLDS = 12  # Hypothesis examples per policy, decided together
 REQUESTS = 16  # at most, per world
 # Listings by the scopes they look at (pipeline.visibility asks candidates by scope): self and
@@ -211,7 +211,8 @@ def test_an_allowed_request_names_grants_that_allow_it(run: Pipeline) -> None:
     """allowed_by names, for each requirement that applies and a grant meets, one grant that meets it
     (any of the reference's witnesses: not necessarily the one the reference lists first); and in a
     world holding only those grants (with the memberships, the entities, and the grants on what an
-    "every" requirement covers), the reference engine allows the request too."""
+    "every" requirement covers), the reference engine allows the request too (unless the policy's
+    own rule met a requirement: `by sees` reads grants allowed_by does not name)."""
     world = run.batch.world
     wrong = []
     checked = 0
@@ -230,6 +231,8 @@ def test_an_allowed_request_names_grants_that_allow_it(run: Pipeline) -> None:
         if any(grant not in witnesses[i] for i, grant in named.items()):
             wrong.append(f"{where}: not among the reference's witnesses {witnesses}")
             continue
+        if any(o.applies and o.by for o in expected.outcomes):
+            continue  # met by the policy's own rule (`by sees`), which reads grants allowed_by does not name
         covered = {str(e) for o in expected.outcomes if o.applies for e in o.covered}
         grants = [list(g) for g in named.values()] + [g for g in world["grants"] if g[2] in covered]
         alone = privilog.load(
@@ -294,51 +297,90 @@ ARGUMENTS = {
 }
 # The same argument twice: a JSON object's text may say so, Python's json module keeps the last.
 REPEATED = '{"artifact": "artifact:ns1.art", "artifact": "artifact:ns1.other"}'
+# cdap-5.1's deploy takes lists of entities (`$datasets: [dataset]`, ...): lists as a log may hold them
+LISTS = [
+    {"artifact": "artifact:ns1.art", "datasets": ["dataset:ns1.a", "dataset:ns1.b$Inner"], "streams": ["stream:ns1.s"]},
+    {"datasets": []},
+    {"datasets": "dataset:ns1.a"},
+    {"datasets": ["dataset:ns1.a", "dataset:ns1.a", "dataset:ns2.x"]},
+    {"datasets": ["dataset:ns1.a", "stream:ns1.s"]},
+    {"datasets": ["dataset:ns1.a", 1]},
+    {"datasets": ["dataset:ns1.a", None]},
+    {"datasets": [["dataset:ns1.a"]]},
+    {"datasets": {"a": "dataset:ns1.a"}},
+    {"datasets": None},
+    {"datasets": ["dataset:ns1"]},
+    {"dataset_types": ["dataset_type:ns1.T$Inner", "dataset_type:ns1.U"], "dataset_modules": ["dataset_module:ns1.m"]},
+    {"artifact": ["artifact:ns1.art", "artifact:ns1.other"]},
+    {"datasets": ["dataset:ns1.a"] * 3 + ["dataset:ns1.b"]},
+]
+Read = dict[str, tuple[tuple[str, str], ...] | str]
 
 
-@pytest.fixture(scope="module")
-def arguments(spark: SparkSession) -> dict[str, tuple[str, ...] | str]:
-    """Each argument text of ARGUMENTS and REPEATED, read by ``check_requests``: the normalised
+def _pipeline_reads(spark: SparkSession, policy: str, texts: list[str]) -> Read:
+    """Each argument text of an application.deploy, read by ``check_requests``: the normalised
     (name, value) pairs it keeps as facts, or why it rejects the request."""
     from privilog.pipeline.inputs import Vocabulary, check_requests, number_requests
 
-    texts = [json.dumps(a) for cases in ARGUMENTS.values() for a in cases] + [REPEATED]
     rows = [("user:a", "application.deploy", "application:ns1.app", text, text) for text in texts]
     frame = spark.createDataFrame(
         rows, "principal string, operation string, entity string, args string, timestamp string"
     )
-    checked = check_requests(spark, Vocabulary(dsl.load_policy("cdap")), number_requests(frame))
+    checked = check_requests(spark, Vocabulary(dsl.load_policy(policy)), number_requests(frame))
     text_of = {row["rid"]: row["timestamp"] for row in checked.good.collect()}
     kept: dict[str, list[tuple[str, str]]] = {text: [] for text in text_of.values()}
     for row in checked.args.collect():
         kept[text_of[row["rid"]]].append((row["name"], row["value"]))
-    read: dict[str, tuple[str, ...] | str] = {text: tuple(sorted(pairs)) for text, pairs in kept.items()}
+    read: Read = {text: tuple(sorted(pairs)) for text, pairs in kept.items()}
     for row in checked.rejects.collect():
         read[json.loads(row["row"])["timestamp"]] = row["reason"]
     return read
 
 
-def _reference_reads(text: str) -> tuple[tuple[str, str], ...] | str:
-    authz = privilog.load("cdap")
+@pytest.fixture(scope="module")
+def arguments(spark: SparkSession) -> Read:
+    """ARGUMENTS and REPEATED under cdap, LISTS under cdap-5.1, as the pipeline reads them."""
+    texts = [json.dumps(a) for cases in ARGUMENTS.values() for a in cases] + [REPEATED]
+    return {
+        **_pipeline_reads(spark, "cdap", texts),
+        **{f"5.1 {k}": v for k, v in _pipeline_reads(spark, "cdap-5.1", [json.dumps(a) for a in LISTS]).items()},
+    }
+
+
+def _reference_reads(text: str, policy: str = "cdap") -> tuple[tuple[str, str], ...] | str:
+    authz = privilog.load(policy)
     try:
         return authz.request("user:a", "application.deploy", "application:ns1.app", json.loads(text)).args
     except RequestError as error:
         return str(error)
 
 
-@pytest.mark.parametrize("kind", list(ARGUMENTS))
-def test_arguments_are_read_as_the_reference_reads_them(kind: str, arguments: dict[str, tuple[str, ...] | str]) -> None:
+def _disagreements(cases: list[dict[str, Any]], arguments: Read, policy: str, prefix: str = "") -> list[str]:
     """Kept as the same facts, or rejected by both."""
     disagreements = []
-    for args in ARGUMENTS[kind]:
+    for args in cases:
         text = json.dumps(args)
-        expected, got = _reference_reads(text), arguments[text]
+        expected, got = _reference_reads(text, policy), arguments[prefix + text]
         if expected != got and not (isinstance(expected, str) and isinstance(got, str)):
             disagreements.append(f"{text}: reference {expected!r}, pipeline {got!r}")
-    assert disagreements == []
+    return disagreements
 
 
-def test_an_argument_given_twice_is_not_read_as_two(arguments: dict[str, tuple[str, ...] | str]) -> None:
+@pytest.mark.parametrize("kind", list(ARGUMENTS))
+def test_arguments_are_read_as_the_reference_reads_them(kind: str, arguments: Read) -> None:
+    assert _disagreements(ARGUMENTS[kind], arguments, "cdap") == []
+
+
+def test_list_arguments_are_read_as_the_reference_reads_them(arguments: Read) -> None:
+    """A list is a fact an entity (each checked, repeats once); what is no list of ids is rejected."""
+    assert _disagreements(LISTS, arguments, "cdap-5.1", "5.1 ") == []
+    kept = arguments["5.1 " + json.dumps(LISTS[0])]
+    assert isinstance(kept, tuple) and ("datasets", "dataset:ns1.b$Inner") in kept and len(kept) == 4
+    assert arguments["5.1 " + json.dumps(LISTS[3])] == (("datasets", "dataset:ns1.a"), ("datasets", "dataset:ns2.x"))
+    assert sum(isinstance(arguments["5.1 " + json.dumps(a)], str) for a in LISTS) == 8, "the rejected lists"
+
+
+def test_an_argument_given_twice_is_not_read_as_two(arguments: Read) -> None:
     """The reference engine takes one value per argument; two `artifact` facts would let a
     grant on either artifact meet `any on $artifact`. Rejecting the request would also do."""
     got, expected = arguments[REPEATED], _reference_reads(REPEATED)
