@@ -128,7 +128,7 @@ def _check_target(policy: Policy, op: Operation, target: Target, errors: list[Po
                 if policy.entity_type(target.param) is None:
                     names = [t.name for t in policy.entity_types] + ["self", "parent"]
                     hint = did_you_mean(target.param, names) or (
-                        "a target is self, parent, an enclosing type, $arg, every ..., or self or descendant"
+                        "a target is self, parent, an enclosing type, $arg, every ..., self or descendant or self or within"
                     )
                     errors.append(PolicyError(f"unknown target `{target.param}`", target.span, hint))
                 else:
@@ -195,7 +195,7 @@ def _check_target(policy: Policy, op: Operation, target: Target, errors: list[Po
                         f"declare it as one, `${target.param}: [TYPE]`, or ask of it as `${target.param}`",
                     )
                 )
-        case Scope.SELF | Scope.SELF_OR_DESCENDANT | Scope.RULE:
+        case Scope.SELF | Scope.SELF_OR_DESCENDANT | Scope.SELF_OR_WITHIN | Scope.RULE:
             pass  # a rule's name is checked with the rules (_by_rules)
 
 

@@ -36,6 +36,7 @@ class Scope(StrEnum):
     ANCESTOR = "ancestor"  # the enclosing entity of a named type
     ARGUMENT = "arg"  # the entity named by a request argument
     SELF_OR_DESCENDANT = "self_or_descendant"  # at least one of them
+    SELF_OR_WITHIN = "self_or_within"  # the entity, or an id a grant names inside it, existing or not
     EVERY = "every"  # every descendant (of a type, or "*" for all)
     EVERY_ARGUMENT = "every_arg"  # every entity a list argument names
     RULE = "rule"  # no entity: the policy's relation ``param`` holds for the request (`by NAME`)
@@ -71,6 +72,8 @@ class Target:
                 return f"${self.param}"
             case Scope.SELF_OR_DESCENDANT:
                 return "self or descendant"
+            case Scope.SELF_OR_WITHIN:
+                return "self or within"
             case Scope.EVERY:
                 return "every descendant" if self.param == "*" else f"every {self.param}"
             case Scope.EVERY_ARGUMENT:

@@ -208,6 +208,8 @@ class _Lowering:
                 return Target(Scope.PARENT, "", span)
             case "self_or_descendant":
                 return Target(Scope.SELF_OR_DESCENDANT, "", span)
+            case "self_or_within":
+                return Target(Scope.SELF_OR_WITHIN, "", span)
             case "every_descendant":
                 return Target(Scope.EVERY, "*", span)
             case "every_type":

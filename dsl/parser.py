@@ -39,6 +39,7 @@ _TERMINAL_WORDS = {
     "PARENT": "`parent`",
     "EVERY": "`every`",
     "SELF_OR_DESCENDANT": "`self or descendant`",
+    "SELF_OR_WITHIN": "`self or within`",
     "EVERY_DESCENDANT": "`every descendant`",
     "ON": "`on`",
     "OR": "`or`",

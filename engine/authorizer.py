@@ -77,8 +77,8 @@ class Authorizer:
         self.program: Program = compile_policy(policy)
         self._named_patterns = policy_patterns(self.program.rules)
         # `name_of` and `within` rows are made only for a policy whose rules read them (a row per id otherwise)
-        self._uses_names = reads(self.program.rules, "name_of")
-        self._uses_within = reads(self.program.rules, "within")
+        self._uses_names = reads(self.program.rules, "name_of", self.program.facts)
+        self._uses_within = reads(self.program.rules, "within", self.program.facts)
         self.backend_name = backend
         self.backend: Backend = make_backend(backend, self.program)
         self._facts: dict[str, set[Row]] = {}
@@ -705,7 +705,7 @@ class Authorizer:
         match scope:
             case Scope.SELF:
                 return [entity]
-            case Scope.SELF_OR_DESCENDANT:
+            case Scope.SELF_OR_DESCENDANT | Scope.SELF_OR_WITHIN:  # (any id inside would do: these exist)
                 if not exhaustive:
                     return [entity]
                 return [entity, *sorted(self.inventory.within(entity))]

@@ -10,7 +10,7 @@ comparisons so every variable is bound when they run.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from privilog.dsl.check import strata
@@ -123,9 +123,27 @@ def by_rules(policy: Policy) -> list[Rule]:
     return out
 
 
-def reads(rules: Iterable[Rule], relation: str) -> bool:
-    """Whether a rule's body reads ``relation``."""
-    return any(isinstance(b, Atom) and b.predicate == relation for r in rules for b in r.body)
+def reads(rules: Iterable[Rule], relation: str, facts: Mapping[str, Iterable[Row]] | None = None) -> bool:
+    """Whether a rule's body reads ``relation``; with ``facts`` (a program's own: ``requires``, ...),
+    only a rule that can fire: each positive atom of a relation no rule derives matches a fact.
+    The prelude's rule for ``self or within`` reads ``within`` only for a policy that asks it."""
+    rules = list(rules)
+    derived = {r.head.predicate for r in rules}
+
+    def can_fire(rule: Rule) -> bool:
+        for atom in rule.body:
+            if facts is None or not isinstance(atom, Atom) or atom.negated or atom.predicate in derived:
+                continue
+            if atom.predicate not in facts:  # a world's relation (or a request's): it may hold anything
+                continue
+            fixed = [(i, t.value) for i, t in enumerate(atom.terms) if isinstance(t, Const)]
+            if not any(all(row[i] == v for i, v in fixed) for row in facts.get(atom.predicate, ())):
+                return False
+        return True
+
+    return any(
+        any(isinstance(b, Atom) and b.predicate == relation for b in r.body) and can_fire(r) for r in rules
+    )
 
 
 def compile_policy(policy: Policy) -> Program:

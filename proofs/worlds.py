@@ -220,7 +220,7 @@ def _accepts(scope: Scope, param: str, role: Role) -> bool:
             return role.kind == "ancestor" and role.type == param
         case Scope.ARGUMENT | Scope.EVERY_ARGUMENT:  # a list argument's one entity, in these worlds
             return role.kind == "argument" and role.argument == param
-        case Scope.SELF_OR_DESCENDANT:
+        case Scope.SELF_OR_DESCENDANT | Scope.SELF_OR_WITHIN:  # these worlds' entities exist
             return role.kind in ("self", "descendant")
         case Scope.EVERY:
             return role.kind == "descendant" and param in ("*", role.type)
@@ -459,7 +459,7 @@ def space_for(
         for requirement in op.requirements:
             for option in requirement.options:
                 for target in option.targets:
-                    if target.scope is Scope.SELF_OR_DESCENDANT or (
+                    if target.scope in (Scope.SELF_OR_DESCENDANT, Scope.SELF_OR_WITHIN) or (
                         target.scope is Scope.EVERY and target.param == "*"
                     ):
                         reached |= set(inside)

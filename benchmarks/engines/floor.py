@@ -14,7 +14,7 @@ Indexes, built from a world in the file format (``World.to_data()``):
 * ``inside[place][type]``: the existing entities of a type strictly inside a
   namespace or application;
 * ``held_inside[principal][place]``: how many grants the principal itself
-  holds on existing entities strictly inside ``place`` (any action);
+  holds on ids strictly inside ``place``, existing or not (any action);
 * ``held_by_place[principal][(place, type)]``: those entities, with counts.
 """
 
@@ -117,10 +117,12 @@ class Floor:
         if action in actions:
             return False
         actions.add(action)
+        places = ancestors(entity, self.instance)
+        for place in places:  # by id, existing or not: cdap.policy's `self or within`
+            self.held_inside[principal][place] += 1
         if entity in self.existing:
             kind = entity.partition(":")[0]
-            for place in ancestors(entity, self.instance):
-                self.held_inside[principal][place] += 1
+            for place in places:
                 self.held_by_place[principal].setdefault((place, kind), Counter())[entity] += 1
         return True
 
@@ -131,13 +133,15 @@ class Floor:
         actions.discard(action)
         if not actions:
             del self.grants[principal][entity]
+        places = ancestors(entity, self.instance)
+        inside = self.held_inside[principal]
+        for place in places:
+            inside[place] -= 1
+            if not inside[place]:
+                del inside[place]
         if entity in self.existing:
             kind = entity.partition(":")[0]
-            for place in ancestors(entity, self.instance):
-                inside = self.held_inside[principal]
-                inside[place] -= 1
-                if not inside[place]:
-                    del inside[place]
+            for place in places:
                 found = self.held_by_place[principal][(place, kind)]
                 found[entity] -= 1
                 if not found[entity]:

@@ -82,6 +82,14 @@ SELECT DISTINCT principal, action, entity FROM (
 CREATE OR REPLACE TEMP VIEW held_below AS  -- a grant on something inside an entity
 SELECT h.principal, h.action, d.entity FROM held h JOIN descendants d ON d.inside = h.entity;
 
+CREATE OR REPLACE TEMP VIEW granted_within AS  -- (entity, an id a grant names inside it, existing or not)
+SELECT explode({ENCLOSING}) AS entity, entity AS inside
+FROM (SELECT DISTINCT entity, substring_index(entity, ':', 1) AS t, substr(entity, instr(entity, ':') + 1) AS n
+      FROM grants);
+
+CREATE OR REPLACE TEMP VIEW held_within AS  -- a grant on an id inside an entity, existing or not
+SELECT h.principal, h.action, w.entity FROM held h JOIN granted_within w ON w.inside = h.entity;
+
 -- each request with its arguments, and each option of each requirement it must meet
 CREATE OR REPLACE TEMP VIEW req AS
 SELECT rid, principal, operation, entity, substr(entity, instr(entity, ':') + 1) AS name,
@@ -100,6 +108,7 @@ CREATE OR REPLACE TEMP VIEW options AS
 SELECT r.rid, r.principal, r.entity, q.requirement, q.action, q.scope, q.param,
        CASE q.scope WHEN 'self' THEN r.entity
                     WHEN 'self_or_descendant' THEN r.entity
+                    WHEN 'self_or_within' THEN r.entity
                     WHEN 'arg' THEN r.arg[q.param]
                     WHEN 'ancestor' THEN CASE q.param
                         WHEN 'application' THEN concat('application:', substring_index(r.name, '.', 2))
@@ -115,7 +124,11 @@ SELECT DISTINCT rid, requirement FROM (
   UNION ALL
   SELECT o.rid, o.requirement FROM options o
   JOIN held_below b ON b.principal = o.principal AND b.action = o.action AND b.entity = o.target
-  WHERE o.scope = 'self_or_descendant');
+  WHERE o.scope = 'self_or_descendant'
+  UNION ALL
+  SELECT o.rid, o.requirement FROM options o
+  JOIN held_within w ON w.principal = o.principal AND w.action = o.action AND w.entity = o.target
+  WHERE o.scope = 'self_or_within');
 
 -- "every": each existing entity inside the request's entity (of a type) must be held
 CREATE OR REPLACE TEMP VIEW covered AS

@@ -549,6 +549,12 @@ def _needs_a_grant(op: Operation) -> bool:
     return any(r.condition is None and all(not t.every for o in r.options for t in o.targets) for r in op.requirements)
 
 
+def _asked_by_grant(op: Operation) -> bool:
+    """Whether a listing's candidates are what the principals' grants reach: it needs a grant, met
+    on a target its scope says (a `by` rule may read anything: it is asked of every entity)."""
+    return _needs_a_grant(op) and Scope.RULE not in _scopes(op)
+
+
 def _scopes(op: Operation) -> set[Scope]:
     """The scopes of the first requirement that always needs a grant: candidates must meet it."""
     for r in op.requirements:
@@ -563,8 +569,9 @@ def visibility(spark: SparkSession, engine: SparkEngine, deployment: Deployment,
     A listing request is made for each principal and each entity of a listable type
     that a grant of the principal (or of a group it is in) could show, judged by the
     scopes of the listing's requirement: the granted entity itself, what encloses it
-    (self or descendant), or what it encloses (parent, an enclosing type). A listing
-    that needs no grant is asked for every principal and every entity of its type.
+    (self or descendant; self or within, by id too), or what it encloses (parent, an
+    enclosing type). A listing that needs no grant, or that the policy's own rule may
+    meet (`by NAME`), is asked for every principal and every entity of its type.
     """
     from pyspark.sql import functions as F
 
@@ -583,23 +590,26 @@ def visibility(spark: SparkSession, engine: SparkEngine, deployment: Deployment,
     )
     is_a = deployment.relations["is_a"].select(F.col("c0").alias("e"), F.col("c1").alias("t"))
     parts = []
-    scopes = set().union(*(_scopes(op) for op in listings if _needs_a_grant(op)))
-    if scopes & {Scope.SELF, Scope.SELF_OR_DESCENDANT}:
+    scopes = set().union(*(_scopes(op) for op in listings if _asked_by_grant(op)))
+    if scopes & {Scope.SELF, Scope.SELF_OR_DESCENDANT, Scope.SELF_OR_WITHIN}:
         parts.append(held)
-    if Scope.SELF_OR_DESCENDANT in scopes:
+    if scopes & {Scope.SELF_OR_DESCENDANT, Scope.SELF_OR_WITHIN}:
         parts.append(held.join(ancestor.withColumnRenamed("below", "e"), on="e").select("p", F.col("above").alias("e")))
+    if Scope.SELF_OR_WITHIN in scopes and "within" in base:  # what encloses a granted id, existing or not
+        within = base["within"].select(F.col("c0").alias("e"), F.col("c1").alias("above"))
+        parts.append(held.join(within, on="e").select("p", F.col("above").alias("e")))
     if scopes & {Scope.PARENT, Scope.ANCESTOR}:
         parts.append(held.join(ancestor.withColumnRenamed("above", "e"), on="e").select("p", F.col("below").alias("e")))
     candidates = spark.createDataFrame([], "p long, e long")
     for part in parts:
         candidates = candidates.union(part)
-    granted = [op for op in listings if _needs_a_grant(op)]
+    granted = [op for op in listings if _asked_by_grant(op)]
     candidates = (
         candidates.distinct()
         .join(is_a, on="e")
         .join(F.broadcast(types.where(F.col("type").isin(*(op.entity_type for op in granted)))), on="t")
     )
-    free = [op.entity_type for op in listings if not _needs_a_grant(op)]
+    free = [op.entity_type for op in listings if not _asked_by_grant(op)]
     if free:
         everyone = deployment.principals.select(F.xxhash64("principal").alias("p"))
         open_entities = is_a.join(F.broadcast(types.where(F.col("type").isin(*free))), on="t")

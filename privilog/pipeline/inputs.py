@@ -17,7 +17,7 @@ from privilog.dsl.limits import LIST_ARGUMENT, WILDCARDS, LimitError
 from privilog.engine.authorizer import FALSE_WORDS, TRUE_WORDS, check_hierarchy
 from privilog.engine.ids import _SHAPES, DEFAULT_INSTANCE, ENTITY_TYPES, PRINCIPAL_KINDS, EntityId, parent_type
 from privilog.engine.patterns import java_regex, parse_pattern, policy_patterns, wild_shape
-from privilog.engine.program import reads
+from privilog.engine.program import compile_policy, reads
 from privilog.pipeline.tables import SOURCE, PipelineError
 
 if TYPE_CHECKING:
@@ -271,7 +271,8 @@ class Deployment:
         if self.patterns:
             universe = self.existing.select("entity").union(named.select("entity")).distinct()
             relations["matches"] = matches_frame(self, universe)
-        if reads(self.vocabulary.policy.rules, "name_of"):
+        program = compile_policy(self.vocabulary.policy)
+        if reads(program.rules, "name_of", program.facts):
             ids = (
                 self.existing.select(F.col("entity").alias("id"))
                 .union(named.select(F.col("entity").alias("id")))
@@ -283,7 +284,7 @@ class Deployment:
             names = ids.distinct().select("id", F.expr("substring(id, instr(id, ':') + 1)").alias("name"))
             relations["name_of"] = names.select(*encoded("id", "name"))
             values = values.union(names.select(F.col("name").alias("value")))  # their codes are checked too
-        if reads(self.vocabulary.policy.rules, "within"):
+        if reads(program.rules, "within", program.facts):
             granted = self.grants.select("entity").distinct().where(~F.col("entity").rlike(r"[*?]"))
             chains = granted.select("entity", F.explode(self.vocabulary.chain(F.col("entity"))).alias("up"))
             relations["within"] = chains.where(F.col("up") != F.col("entity")).select(*encoded("entity", "up"))

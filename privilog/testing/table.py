@@ -430,7 +430,7 @@ class TableWorld:
         if on == "self or descendant":
             return [entity, *self.descendants(entity)]
         if on == "self or within":  # and whatever a grant names whose id lies inside, existing or not
-            ids = {g[2] for g in self.grants} | self.names
+            ids = {g[2] for g in self.grants if g not in self._wildcards} | self.names  # a wildcard: what exists
             named = sorted(i for i in ids if entity in ancestors(i, self.instance))
             return list(dict.fromkeys([entity, *self.descendants(entity), *named]))
         if on.startswith("$"):

@@ -84,18 +84,22 @@ def test_privileges_survive_delete_and_apply_again_on_recreate() -> None:
         "cdap",
         {"entities": ["namespace:ns1", "dataset:ns1.d"], "grants": [["user:b", "READ", "dataset:ns1.d"]], "admins": ["user:root"]},
     )
+    def sees_d() -> bool:
+        return [str(v.entity) for v in authz.visible("user:b", "dataset")] == ["dataset:ns1.d"]
+
     def sees_ns1() -> bool:
         return [str(v.entity) for v in authz.visible("user:b", "namespace")] == ["namespace:ns1"]
 
-    assert sees_ns1()
+    assert sees_d() and sees_ns1()
     removed = authz.world.delete_entity("user:root", EntityId.parse("dataset:ns1.d"))
     authz.refresh()
     assert removed == {EntityId.parse("dataset:ns1.d")}
     assert authz.world.grants == {Grant("user:b", "READ", EntityId.parse("dataset:ns1.d"))}
-    assert not sees_ns1()
+    assert not sees_d()
+    assert sees_ns1(), "the grant's id lies under namespace:ns1: it still shows it (the code's reading)"
     authz.world.add_entity("user:root", EntityId.parse("dataset:ns1.d"))
     authz.refresh()
-    assert sees_ns1()
+    assert sees_d() and sees_ns1()
 
 
 def test_deleting_a_namespace_deletes_what_is_inside() -> None:

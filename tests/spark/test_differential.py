@@ -63,10 +63,11 @@ DECIDED = ["cdap", "cdap-4.2", "cdap-4.2 generic", "cdap-5.1"]
 WORLDS = 12  # Hypothesis examples per policy, decided together
 REQUESTS = 16  # at most, per world
 # Listings by the scopes they look at (pipeline.visibility asks candidates by scope): self and
-# self or descendant (cdap; cdap-draft and cdap-proposed list the same ways), an enclosing
-# namespace (cdap-4.2; cdap-draft-revised's parent is asked the same way), and none at all
-# (cdap with `stream: list shows nothing`, which no shipped policy has).
-LISTINGS = ["cdap", "cdap-4.2", "streams for all"]
+# self or within (cdap; cdap-draft and cdap-proposed list by self or descendant), an enclosing
+# namespace (cdap-4.2; cdap-draft-revised's parent is asked the same way), none at all (cdap
+# with `stream: list shows nothing`, which no shipped policy has), and the policy's own rule
+# (cdap-5.1's `by sees`: every entity is asked).
+LISTINGS = ["cdap", "cdap-4.2", "streams for all", "cdap-5.1"]
 LISTED_WORLDS = 6  # Hypothesis examples per policy whose visibility is compared
 
 
