@@ -405,13 +405,15 @@ class TableWorld:
                     frontier.append(group)
         return found
 
-    def holds(self, principal: str, action: str, entity: str, own: bool = False) -> bool:
-        """Through a grant on the entity, or a wildcard grant that matches it; with ``own``, only
-        through the principal's own grants."""
+    def holds(self, principal: str, action: str, entity: str, own: bool = False, wildcards: bool = True) -> bool:
+        """Through a grant on the entity, or (with ``wildcards``) a wildcard grant that matches it;
+        with ``own``, only through the principal's own grants."""
         mine = {principal} if own else self.principals_of(principal)
         if any((p, action, entity) in self.grants for p in mine):
             return True
-        return any(p in mine and a == action and wildcard_matches(w, entity) for p, a, w in self._wildcards)
+        return wildcards and any(
+            p in mine and a == action and wildcard_matches(w, entity) for p, a, w in self._wildcards
+        )
 
     def descendants(self, entity: str) -> list[str]:
         """Existing entities inside ``entity`` (none when it does not exist)."""
@@ -492,8 +494,11 @@ class TableWorld:
         return [frozenset(plain).union(*(h[i % len(h)] for h in holes)) for i in range(count)]
 
     def met(self, principal: str, conjunct: Conjunct, entity: str, args: Args) -> bool:
+        # a wildcard holds on what exists and on what the request names (its entity, what would
+        # enclose it, its arguments), not on an id only a grant names (`self or within`)
+        named = {entity, *ancestors(entity, self.instance), *values(args)}
         return any(
-            all(self.holds(principal, a, e, alt.own) for a, e in way)
+            all(self.holds(principal, a, e, alt.own, e in self.existing or e in named) for a, e in way)
             for alt in conjunct.alternatives
             for way in self._alternative_ways(alt, entity, args, principal)
         )

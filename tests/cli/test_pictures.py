@@ -42,7 +42,7 @@ def test_why_dot_draws_requirement_grant_group_chain_and_descendant(capsys: pyte
     assert out.startswith("digraph decision {")
     labels, edges = parse_dot(out)
     request = r"ALLOW\nuser:dave namespace.get namespace:marketing\npolicy cdap"
-    requirement = r"any on self or descendant\nmet"
+    requirement = r"any on self or within\nmet"
     grant = r"READ on dataset:marketing.campaigns\nheld by group:analysts"
     assert sorted(labels.values()) == sorted(
         [
@@ -70,7 +70,7 @@ def test_why_dot_of_a_denial_shows_the_unmet_requirement_and_the_fixes(capsys: p
     assert code == 1
     _, edges = parse_dot(out)
     request = r"DENY\nuser:dave namespace.get namespace:sales\npolicy cdap"
-    unmet = r"any on self or descendant\nUNMET\nno grant to user:dave or its groups meets it"
+    unmet = r"any on self or within\nUNMET\nno grant to user:dave or its groups meets it"
     fixes = (
         r"Would allow it (any one of these 4):\l1. grant ADMIN on namespace:sales to user:dave\l"
         r"2. grant EXECUTE on namespace:sales to user:dave\l3. grant READ on namespace:sales to user:dave\l"

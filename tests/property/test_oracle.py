@@ -383,18 +383,14 @@ def test_nothing_is_allowed_without_any_grant() -> None:
 
 
 def test_a_batch_is_decided_as_one_by_one_with_entities_that_do_not_exist() -> None:
-    authz = authorizer(
-        {
-            "entities": ["application:ns1.app"],
-            "grants": [["user:u1", "READ", "program:ns1.app.service.new"]],
-        }
-    )
+    authz = authorizer({"entities": ["namespace:ns1"], "grants": [["user:u1", "ADMIN", "namespace:ns1"]]})
     reqs = [
-        authz.request("user:u1", "program.get", "program:ns1.app.service.new"),
-        authz.request("user:u1", "application.get", "application:ns1.app"),
+        authz.request("user:u1", "dataset.create", "dataset:ns1.new"),
+        authz.request("user:u1", "namespace.delete", "namespace:ns1"),
     ]
     alone = [authz.check(r).allowed for r in reqs]
-    assert alone == [True, False]  # a pre-grant on a program that does not exist shows nothing above it
+    # the create places dataset:ns1.new for its own evaluation only: the delete has nothing inside
+    assert alone == [False, True]
     assert [d.allowed for d in authz.check_many(reqs)] == alone
 
 

@@ -105,7 +105,7 @@ def test_a_probable_typo_gets_a_note(session: Session) -> None:
 def test_why_prints_the_proof_through_a_group_and_a_descendant(session: Session) -> None:
     assert lines(session.one_shot("why user:dave namespace.get namespace:marketing")) == [
         "ALLOW user:dave namespace.get namespace:marketing  (policy cdap)",
-        "└─ any on self or descendant: met",
+        "└─ any on self or within: met",
         "   └─ user:dave is in group:analysts, which holds READ on dataset:marketing.campaigns, "
         "which is in namespace:marketing",
     ]
@@ -206,9 +206,7 @@ def test_list_refuses_what_it_cannot_list(session: Session, line: str, message: 
 def test_who_names_each_principal_that_may_and_why(session: Session) -> None:
     out = lines(session.one_shot("who namespace.get namespace:sales"))
     assert out[0] == "4 of 7 principals in the world may namespace.get namespace:sales:"
-    assert out[3].startswith(
-        "  user:carol  (user:carol is in role:deployers, which holds READ on artifact:sales.etl-lib"
-    )
+    assert out[3] == "  user:carol  (user:carol holds ADMIN on application:sales.reports, which is in namespace:sales)"
 
 
 def test_who_says_when_nobody_may(session: Session) -> None:
