@@ -128,7 +128,8 @@ def _check_target(policy: Policy, op: Operation, target: Target, errors: list[Po
                 if policy.entity_type(target.param) is None:
                     names = [t.name for t in policy.entity_types] + ["self", "parent"]
                     hint = did_you_mean(target.param, names) or (
-                        "a target is self, parent, an enclosing type, $arg, every ..., self or descendant or self or within"
+                        "a target is self, parent, an enclosing type, $arg, every ..., "
+                        "self or descendant or self or within"
                     )
                     errors.append(PolicyError(f"unknown target `{target.param}`", target.span, hint))
                 else:

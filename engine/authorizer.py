@@ -827,7 +827,7 @@ class Authorizer:
             return []
         who = self.request(principal, op.qualified, candidates[0]).principal
         plan = self._decider(op.qualified)
-        if plan is None:
+        if plan is None or self._patterns or self._uses_names:  # the request's own facts first (decide)
             return [e for e in candidates if self.decide(Request(who, op.qualified, e))]
         names = self.inventory.inside_names(entity_type, parent)
         return [e for e, name in zip(candidates, names, strict=True) if plan(who, name, _NO_ARGS)]

@@ -45,7 +45,8 @@ def world_facts(
             entity = parent
     names = {e: str(e) for e in parents}
     patterns = {g.entity for g in world.grants if is_pattern(g.entity)} | set(named)
-    ids = [*world.principals(), *names.values(), *(str(g.entity) for g in world.grants)] if with_names else []
+    owners = [str(o) for o in world.owners.values()]
+    ids = [*world.principals(), *names.values(), *(str(g.entity) for g in world.grants), *owners] if with_names else []
     return {
         "within": within_rows({g.entity for g in world.grants}, world.instance) if with_within else set(),
         "name_of": name_rows(ids),
@@ -54,6 +55,7 @@ def world_facts(
         "member_of": set(world.members),
         "admin": {(a,) for a in world.admins},
         "config": {(key, value) for key, values in world.config.items() for value in values},
+        "owned_by": {(str(e), str(o)) for e, o in world.owners.items()},
         "is_a": {(names[e], e.type) for e in parents},
         "child_of": {(names[e], names[p]) for e, p in parents.items() if p is not None},
     }

@@ -111,6 +111,9 @@ class World:
     path: Path | None = None
     # a deployment's settings the policy's rules read as `config(KEY, VALUE)` (a list: a row each)
     config: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # who owns an entity (CDAP's owner principal: the kerberos principal it runs as), read by rules
+    # as `owned_by(ENTITY, OWNER)`
+    owners: dict[EntityId, EntityId] = field(default_factory=dict)
     # the policy's actions, when the world was read for one: a grant of any other is refused
     actions: tuple[str, ...] = field(default=(), compare=False, repr=False)
     # the YAML text the world was read from (or last saved as): a save edits it in place
@@ -437,7 +440,9 @@ class World:
             "grants": [[g.principal, g.action, str(g.entity)] for g in sorted(self.grants)],
             "members": [list(m) for m in sorted(self.members)],
             "admins": sorted(self.admins),
-        } | ({"config": {k: list(v) for k, v in sorted(self.config.items())}} if self.config else {})
+        } | ({"config": {k: list(v) for k, v in sorted(self.config.items())}} if self.config else {}) | (
+            {"owners": {str(e): str(o) for e, o in sorted(self.owners.items())}} if self.owners else {}
+        )
 
 
 def save_world(world: World, path: Path) -> None:
@@ -620,7 +625,7 @@ def compose(text: str, file: str) -> Located | None:
 class WorldReader:
     """Turns located YAML values into a :class:`World`, checking actions against the policy's."""
 
-    KEYS = ("instance", "config", "entities", "grants", "members", "admins")
+    KEYS = ("instance", "config", "entities", "owners", "grants", "members", "admins")
 
     def __init__(self, actions: Iterable[str]):
         self.actions = tuple(actions)
@@ -725,7 +730,23 @@ class WorldReader:
             world.admins.add(self.principal(entry))
         if "config" in data:
             world.config = self.config(data["config"])
+        if "owners" in data:
+            world.owners = self.owners(data["owners"])
         return world
+
+    def owners(self, item: Located) -> dict[EntityId, EntityId]:
+        """``owners``: a mapping of ENTITY to the id of its owner (`kerberosprincipal:...`)."""
+        if not isinstance(item.value, dict):
+            raise self.fail(item.where, "`owners` is a mapping of ENTITY to its owner's id, such as "
+                            "`namespace:ns1: kerberosprincipal:alice@EXAMPLE.COM`")
+        out: dict[EntityId, EntityId] = {}
+        for key, value in item.value.items():
+            try:
+                entity = EntityId.parse(key)
+            except IdError as error:
+                raise self.fail(value.where, f"an owned entity: {error}") from None
+            out[entity] = self.entity(value)
+        return out
 
     def config(self, item: Located) -> dict[str, tuple[str, ...]]:
         """``config``: a mapping of KEY to a value or a list of values, all text."""
@@ -967,6 +988,11 @@ class _PlainReader:
         world.admins = {principals[a] for a in self._items(data.get("admins"))}
         if "config" in data:
             world.config = self._config(data["config"])
+        if "owners" in data:
+            owners = data["owners"]
+            if type(owners) is not dict or any(type(k) is not str or type(v) is not str for k, v in owners.items()):
+                raise _Invalid
+            world.owners = {entities[k]: entities[v] for k, v in owners.items()}
         return world
 
     @staticmethod

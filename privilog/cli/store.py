@@ -73,6 +73,12 @@ def cmd_import(args: argparse.Namespace) -> int:
             f"{args.world}: the store keeps grants, memberships, admins and entities, not `config:` ({keys}); "
             "settings are read from world files and the pipeline's --config; remove `config:` to import the rest"
         )
+    if world.owners:  # refused, not dropped, as settings are
+        raise PrivilogError(
+            f"{args.world}: the store keeps grants, memberships, admins and entities, not `owners:` "
+            f"({len(world.owners)} owned entities); owners are read from world files; "
+            "remove `owners:` to import the rest"
+        )
     with _open(args, create=True) as store:
         counts = store.import_world(world, local_actor())
     added = ", ".join(f"{n} {table}" for table, n in counts.items())
