@@ -49,7 +49,7 @@ OUTPUTS = {"allowed": 0, "applies": 1, "met": 4, "lacking": 2}
 # What least privilege reads besides (engine.justify): the entities an "every" requirement covers,
 # and the grants that hold each of them.
 JUSTIFY_OUTPUTS = {**OUTPUTS, "covered": 2, "held": 4}
-ARITY = {"allowed": 1, "applies": 2, "met": 5, "lacking": 3, "covered": 3, "held": 5, "satisfied": 2}
+ARITY = {"allowed": 1, "applies": 2, "met": 5, "lacking": 3, "covered": 3, "held": 5, "satisfied": 2, "bypass": 2}
 KEPT = "\x03\x06"  # the first character of a variable a goal keeps: never existential
 FRAME = ("rid", "o", "p", "e", "ec", "et")  # a request: id, operation, principal, entity, its chain's codes, its type
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from privilog.dsl.format import format_alternatives
-from privilog.dsl.ir import Operation, Scope, Verb
-from privilog.engine.program import Program, by_rule_names
+from privilog.dsl.ir import Const, Operation, Scope, Verb
+from privilog.engine.program import Program, by_rule_names, reads
 from privilog.pipeline.inputs import Deployment, Requests, encoded
 from privilog.pipeline.tables import Progress
 
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 DECIDE_OUTPUTS = ("allowed", "applies", "met", "lacking")
 # A policy with `by NAME` options: the requirements its rules meet, which no `met` row says.
 BY_RULES_OUTPUT = "satisfied"
+BYPASS_OUTPUT = "bypass"  # bypass(R, WHY): what let an allowed request through whatever it lacks
 # And what least privilege reads besides (engine.justify): an "every" requirement's covered entities, held.
 JUSTIFY_OUTPUTS = (*DECIDE_OUTPUTS, "covered", "held")
 BY_REQUEST = {"request": 0, "request_arg": 0}  # relations keyed by the request id, partitioned by it
@@ -175,8 +176,11 @@ def decisions(
     requests: DataFrame,
     dictionary: DataFrame,
     witnesses: bool = True,
+    reasons: Mapping[int, str] | None = None,
 ) -> DataFrame:
-    """Per request of a round: rid, decision, unmet (requirement, text, lacking entities), and with
+    """Per request of a round: rid, decision, unmet (requirement, text, lacking entities), bypass
+    (the reasons of the bypasses that let it through: with ``reasons``, from the ``bypass``
+    relation; else none), and with
     ``witnesses``, allowed_by: for an allowed request, a grant meeting each requirement that applies
     and is met by a grant (requirement, and the grant: principal, action, entity).
 
@@ -233,12 +237,23 @@ def decisions(
             F.coalesce(F.col("unmet"), F.array().cast(per_request.schema["unmet"].dataType)).alias("unmet"),
         )
     )
+    if reasons:
+        why = F.create_map(*(F.lit(x) for code, text in reasons.items() for x in (code, text)))
+        passed = (
+            evaluation.relation(BYPASS_OUTPUT)
+            .select(F.col("c0").alias("rid"), F.try_element_at(why, F.col("c1")).alias("reason"))
+            .groupBy("rid")
+            .agg(F.sort_array(F.collect_set("reason")).alias("bypass"))
+        )
+        out = out.join(passed, on="rid", how="left").withColumn("bypass", F.coalesce(F.col("bypass"), empty))
+    else:
+        out = out.withColumn("bypass", empty)
     if not witnesses:
         return out
     grants = _allowed_by(evaluation, allowed, applies, meta, dictionary)
     none = F.array().cast(grants.schema["allowed_by"].dataType)
     return out.join(grants, on="rid", how="left").select(
-        "rid", "decision", "unmet", F.coalesce(F.col("allowed_by"), none).alias("allowed_by")
+        "rid", "decision", "unmet", "bypass", F.coalesce(F.col("allowed_by"), none).alias("allowed_by")
     )
 
 
@@ -407,7 +422,10 @@ def decide_fused(
     fused = FusedDecisions(engine)
     operations = sorted(r["operation"] for r in requests.good.select("operation").distinct().collect())
     outputs = JUSTIFY_OUTPUTS if needs_for is not None else OUTPUTS
-    decide_outputs = {**OUTPUTS, BY_RULES_OUTPUT: 1} if has_by_rules(engine.program) else OUTPUTS
+    decide_outputs = {**OUTPUTS, BY_RULES_OUTPUT: 1} if has_by_rules(engine.program) else dict(OUTPUTS)
+    reasons = bypass_reasons(engine.program, deployment)
+    if reasons:
+        decide_outputs[BYPASS_OUTPUT] = 1
     outputs = {**outputs, **decide_outputs}
     try:
         reads = fused.world_relations(operations, outputs)
@@ -448,7 +466,7 @@ def decide_fused(
     relations = {name: Relation(df, Size.unknown(len(df.columns))) for name, df in found.items()}
     # Decided here, in a job of its own: a caller that joins two policies' decisions (impact)
     # would otherwise run both fused plans in one stage, each operator of both holding memory.
-    part = decisions(spark, engine.program, Evaluation(relations), requests.good, table, witnesses)
+    part = decisions(spark, engine.program, Evaluation(relations), requests.good, table, witnesses, reasons)
     part = part.transform(persist)
     progress("deciding: the fused plans run")
     part.count()
@@ -486,6 +504,20 @@ def named_entities(deployment: Deployment, requests: Requests) -> DataFrame:
     return chains.union(args).distinct()
 
 
+def bypass_reasons(program: Program, deployment: Deployment) -> dict[int, str]:
+    """Each reason a bypass rule that can fire here names, by its code (none: no column to fill).
+
+    The prelude's superuser bypass reads the settings: without --config it cannot fire, and the
+    policies that add none of their own decide as before."""
+    from privilog.engine.spark.encoding import xxhash64
+
+    settings = "config" in deployment.relations
+    rules = [r for r in program.rules if r.head.predicate == BYPASS_OUTPUT]
+    live = [r for r in rules if settings or not reads([r], "config")]
+    reasons = {str(r.head.terms[1]) for r in live if isinstance(r.head.terms[1], Const)}
+    return {xxhash64(reason): reason for reason in sorted(reasons)}
+
+
 def has_by_rules(program: Program) -> bool:
     """Whether a requirement of the policy has a `by NAME` option."""
     return bool(by_rule_names(program.policy))
@@ -511,6 +543,7 @@ def decide_all(
     progress("checking the encoding: every value of the run hashed, looking for two that share a code")
     table = dictionary(spark, engine, deployment, requests)
     progress("checked the encoding: no two values share a code")
+    reasons = bypass_reasons(engine.program, deployment)
     if fused:
         found = decide_fused(spark, engine, deployment, requests, table, progress, witnesses, needs_for)
         if found is not None:
@@ -523,8 +556,10 @@ def decide_all(
         outputs = JUSTIFY_OUTPUTS if needs_for is not None else DECIDE_OUTPUTS
         if has_by_rules(engine.program):
             outputs = (*outputs, BY_RULES_OUTPUT)
+        if reasons:
+            outputs = (*outputs, BYPASS_OUTPUT)
         evaluation = engine.evaluate(base, outputs=outputs, added=added, partition=BY_REQUEST)
-        part = decisions(spark, engine.program, evaluation, round_.requests, table, witnesses)
+        part = decisions(spark, engine.program, evaluation, round_.requests, table, witnesses, reasons)
         parts.append(part.transform(persist))
         parts[-1].count()  # decide this round before the next replaces the facts
         if needs_for is not None:

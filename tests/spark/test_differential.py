@@ -199,8 +199,8 @@ def test_decisions_agree_with_the_reference(run: Pipeline) -> None:
         if isinstance(expected, str):
             continue  # the test above reports it
         (row,) = rows
-        want = ("allow" if expected.allowed else "deny", _unmet(expected))
-        got = (row["decision"], _pipeline_unmet(row))
+        want = ("allow" if expected.allowed else "deny", _unmet(expected), expected.bypassed)
+        got = (row["decision"], _pipeline_unmet(row), tuple(row["bypass"]))
         if want != got:
             disagreements.append(
                 f"{run.batch.requests[index]}: reference {want}, pipeline {got}; {_where(run.batch.case_of(index))}"

@@ -631,6 +631,9 @@ def test_settings_and_wildcard_grants_decide_as_the_reference_decides(
     decided = _decide_small(tmp_path, capsys, world, requests, "--config", str(tmp_path / "config.yaml"))
     _agree(decided, privilog.load("cdap", world), requests)
     assert sorted(decided.values()).count("allow") == 6
+    bypass = {(r["principal"], r["entity"]): r["bypass"] for r in _shown(tmp_path / "run", "decisions")}
+    assert bypass[("user:root", "namespace:ns1")] == ["superuser"]
+    assert sum(1 for reasons in bypass.values() if reasons) == 1, "only the superuser's decision names a bypass"
     code, _, err = run(
         capsys, "pipeline", "decide", f"--entities={tmp_path / 'entities.csv'}", f"--grants={tmp_path / 'grants.csv'}",
         f"--requests={tmp_path / 'requests.csv'}", "--config", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "r2"),
@@ -687,3 +690,36 @@ def test_a_rule_comparing_names_decides_in_the_pipeline_as_the_reference_decides
         ("user:dan@EX.COM", "namespace.create", "namespace:new", owner % "dan@EX.COM"),
     ]
     assert _decisions_under(tmp_path, capsys, policy, world, requests) == ["allow", "deny", "allow", "deny"]
+
+
+def test_cdap_5_1_lists_and_bypasses_decide_as_the_reference_decides(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cdap-5.1 end to end: a deploy's lists of datasets and streams (each needs ADMIN), a policy's own
+    bypass named in the decisions (CDAP's queue datasets), and the owner's rule reading no owners."""
+    world = {
+        "entities": ["namespace:ns1", "artifact:ns1.etl"],
+        "grants": [
+            ["user:ann", "ADMIN", "application:ns1.app"],
+            ["user:ann", "READ", "artifact:ns1.etl"],
+            ["user:ann", "ADMIN", "dataset:ns1.a$Inner"],
+            ["user:ann", "ADMIN", "dataset:ns1.stage_*"],
+            ["user:ann", "ADMIN", "stream:ns1.s"],
+        ],
+    }
+    deploy = ("user:ann", "application.deploy", "application:ns1.app")
+    requests = [
+        (*deploy, json.dumps({"artifact": "artifact:ns1.etl", "datasets": ["dataset:ns1.a$Inner", "dataset:ns1.stage_1"]})),
+        (*deploy, json.dumps({"artifact": "artifact:ns1.etl", "datasets": ["dataset:ns1.a$Inner", "dataset:ns1.b"]})),
+        (*deploy, json.dumps({"artifact": "artifact:ns1.etl", "streams": ["stream:ns1.s"], "datasets": []})),
+        (*deploy, json.dumps({"artifact": "artifact:ns1.etl", "streams": "stream:ns1.t"})),
+        ("user:nobody", "dataset.create", "dataset:ns1.system.queue.q1", ""),
+        ("user:nobody", "namespace.get", "namespace:ns1", ""),
+    ]
+    decided = _decide_small(tmp_path, capsys, world, requests, "--policy", "cdap-5.1")
+    _agree(decided, privilog.load("cdap-5.1", world), requests)
+    assert [decided[r] for r in requests] == ["allow", "deny", "allow", "deny", "allow", "deny"]
+    rows = {(r["entity"], r["args"] or ""): r for r in _shown(tmp_path / "run", "decisions")}
+    lacking = rows[("application:ns1.app", requests[1][3])]["unmet"]
+    assert [(u["text"], u["lacking"]) for u in lacking] == [("ADMIN on every $datasets", ["dataset:ns1.b"])]
+    assert rows[("dataset:ns1.system.queue.q1", "")]["bypass"] == ["CDAP's own dataset in a user namespace"]
