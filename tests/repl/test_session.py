@@ -712,3 +712,15 @@ def test_completion_replaces_the_fragment_being_typed(session: Session, text: st
 def test_completion_of_paths(session: Session, tmp_path: Path) -> None:
     (tmp_path / "mine.yaml").write_text("")
     assert session.completions(f"load world {tmp_path}/mi") == [f"{tmp_path}/mine.yaml"]
+
+
+def test_a_name_given_again_is_a_list_argument() -> None:
+    session = Session("cdap-5.1")
+    session.one_shot("grant user:a ADMIN application:ns1.app as user:root")
+    line = "why user:a application.deploy application:ns1.app artifact=artifact:ns1.a datasets=dataset:ns1.x"
+    out = session.one_shot(line + " datasets=dataset:ns1.y$Inner")
+    assert out.startswith("DENY user:a application.deploy application:ns1.app artifact=artifact:ns1.a")
+    assert "user:a lacks it on 2 of 2 entities: dataset:ns1.x, dataset:ns1.y$Inner" in out
+    assert session.one_shot(line.replace("datasets=", "artifact=")).endswith(
+        "`$artifact` of `application.deploy` names one artifact, not a list"
+    )
