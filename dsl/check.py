@@ -150,52 +150,30 @@ def _check_target(policy: Policy, op: Operation, target: Target, errors: list[Po
                         did_you_mean(target.param, inside) or f"types inside are: {', '.join(inside) or 'none'}",
                     )
                 )
-        case Scope.ARGUMENT:
+        case Scope.ARGUMENT | Scope.EVERY_ARGUMENT:
+            many = target.scope is Scope.EVERY_ARGUMENT
             param = params.get(target.param)
+            problem: tuple[str, str] | None = None
             if param is None:
-                errors.append(
-                    PolicyError(
-                        f"unknown request argument `${target.param}` of `{op.qualified}`",
-                        target.span,
-                        did_you_mean(target.param, params, sigil="$")
-                        or f"declare it: `{op.name}(${target.param}: TYPE) requires ...`",
-                    )
+                declared = "[TYPE]" if many else "TYPE"
+                problem = (
+                    f"unknown request argument `${target.param}` of `{op.qualified}`",
+                    did_you_mean(target.param, params, sigil="$")
+                    or f"declare it: `{op.name}(${target.param}: {declared}) requires ...`",
                 )
-            elif param.type == BOOL:
-                errors.append(
-                    PolicyError(
-                        f"`${target.param}` is a bool, not an entity",
-                        target.span,
-                        f"use it as a condition: `... if ${target.param}`",
-                    )
+            elif param.type == BOOL and not many:
+                name = f"${target.param}"
+                problem = (f"`{name}` is a bool, not an entity", f"use it as a condition: `... if {name}`")
+            elif param.many and not many:
+                name = f"${target.param}"
+                problem = (f"`{name}` is a list of entities, not one", f"ask of each with `every {name}`")
+            elif many and not param.many:
+                problem = (
+                    f"`${target.param}` is not a list of entities",
+                    f"declare it as one, `${target.param}: [TYPE]`, or ask of it as `${target.param}`",
                 )
-            elif param.many:
-                errors.append(
-                    PolicyError(
-                        f"`${target.param}` is a list of entities, not one",
-                        target.span,
-                        f"ask of each with `every ${target.param}`",
-                    )
-                )
-        case Scope.EVERY_ARGUMENT:
-            param = params.get(target.param)
-            if param is None:
-                errors.append(
-                    PolicyError(
-                        f"unknown request argument `${target.param}` of `{op.qualified}`",
-                        target.span,
-                        did_you_mean(target.param, params, sigil="$")
-                        or f"declare it: `{op.name}(${target.param}: [TYPE]) requires ...`",
-                    )
-                )
-            elif not param.many:
-                errors.append(
-                    PolicyError(
-                        f"`${target.param}` is not a list of entities",
-                        target.span,
-                        f"declare it as one, `${target.param}: [TYPE]`, or ask of it as `${target.param}`",
-                    )
-                )
+            if problem is not None:
+                errors.append(PolicyError(problem[0], target.span, problem[1]))
         case Scope.SELF | Scope.SELF_OR_DESCENDANT | Scope.SELF_OR_WITHIN | Scope.RULE:
             pass  # a rule's name is checked with the rules (_by_rules)
 
