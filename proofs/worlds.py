@@ -32,10 +32,10 @@ out of the pool can only hide an allow, never a counterexample.
 A policy that writes rules of its own may read grants any way it likes: for it the
 classes are those of the case's requirements and the actions its rules name (the
 others are one class, still granted), on every entity around the request, every
-type is its own kind, and no symmetry is assumed; and each world is tried again with its
-grants held by a group the requester is in (a rule may count only the principal's own,
-as CDAP 5.1's visibility does). Deeper nesting is left to the generated phase
-(proofs.generated).
+type is its own kind, and no symmetry is assumed; and each world of one grant is tried
+again with that grant held by a group the requester is in (a rule may count only the
+principal's own, as CDAP 5.1's visibility does). More grants through groups, and deeper
+nesting, are left to the generated phase (proofs.generated).
 """
 
 from __future__ import annotations
@@ -298,6 +298,7 @@ class Space:
     groups: tuple[tuple[Slot, ...], ...]  # the places directly inside the request's entity
     symmetric: bool
     admin_configs: tuple[AdminConfig, ...]
+    through_groups: bool = False  # each world of one grant again, that grant held by a group of the requester's
     enumerated: int = 0  # worlds enumerated before canonical deduplication
     _classes: dict[tuple[EntityId, str], ActionClass] = field(default_factory=dict, repr=False)
 
@@ -383,7 +384,7 @@ class Space:
                 self._place(self.groups, forest, out)
                 for members, admins in self.admin_configs:
                     yield Point(frozenset(out[0]), frozenset(out[1]), members, admins)
-                    if not self.symmetric and out[1]:  # rules of its own may tell a group's grants apart
+                    if self.through_groups and len(out[1]) == 1:  # rules of its own may tell a group's grant apart
                         through = frozenset(Grant(GROUP, g.action, g.entity) for g in out[1])
                         yield Point(frozenset(out[0]), through, members | {(REQUESTER, GROUP)}, admins)
 
@@ -530,6 +531,7 @@ def space_for(
         groups=slots_under(entity),
         symmetric=not open_rules,
         admin_configs=admin_configs,
+        through_groups=open_rules,
     )
 
 
