@@ -188,7 +188,7 @@ def cmd_ops(args: argparse.Namespace) -> int:
         _print_json({"policy": policy.name, "operations": [_operation_json(op) for op in policy.operations]})
         return EXIT_OK
     for op in policy.operations:
-        params = " ".join(f"${p.name}:{p.type}" for p in op.params)
+        params = " ".join(f"${p.name}:[{p.type}]" if p.many else f"${p.name}:{p.type}" for p in op.params)
         reqs = ", ".join(format_requirements(op.requirements)) or "nothing"
         print(f"{op.qualified:36} {op.verb.value} {reqs}" + (f"   [{params}]" if params else ""))
     return EXIT_OK
@@ -203,7 +203,7 @@ def _operation_json(op: Any) -> dict[str, Any]:
         "entity_type": op.entity_type,
         "verb": op.verb.value,
         "requirements": format_requirements(op.requirements),
-        "args": [{"name": p.name, "type": p.type, "in": p.within or None} for p in op.params],
+        "args": [{"name": p.name, "type": p.type, "in": p.within or None, "list": p.many} for p in op.params],
     }
 
 

@@ -35,9 +35,14 @@ def test_ops_json_lists_every_operation_with_stable_keys(capsys: pytest.CaptureF
         "entity_type": "namespace",
         "verb": "requires",
         "requirements": ["ADMIN", "ADMIN on $owner if $owner"],
-        "args": [{"name": "owner", "type": "kerberosprincipal", "in": None}],
+        "args": [{"name": "owner", "type": "kerberosprincipal", "in": None, "list": False}],
     }
     assert {op["verb"] for op in data["operations"]} == {"requires", "shows"}
+    code, out, _ = run(capsys, "ops", "--policy", "cdap-5.1", "--json")
+    (deploy,) = [op for op in json.loads(out)["operations"] if op["operation"] == "application.deploy"]
+    assert {a["name"]: a["list"] for a in deploy["args"]}["datasets"] is True
+    code, out, _ = run(capsys, "ops", "--policy", "cdap-5.1")
+    assert "$datasets:[dataset]" in out
 
 
 def test_fmt_diff_prints_what_write_would_change_and_exits_1(
