@@ -207,7 +207,7 @@ def decided(deployment: Deployment, spark: SparkSession, tmp_path_factory: pytes
 def test_decide_writes_one_decision_per_good_request(decided: Decided, deployment: Deployment) -> None:
     assert decided.code == 0
     assert decided.columns == [
-        *("principal", "operation", "entity", "args", "timestamp", "decision", "unmet", "allowed_by")
+        *("principal", "operation", "entity", "args", "timestamp", "decision", "unmet", "bypass", "allowed_by")
     ]
     assert len(decided.decisions) == REQUESTS
     assert collections.Counter(r["timestamp"] for r in decided.decisions) == collections.Counter(
@@ -217,6 +217,7 @@ def test_decide_writes_one_decision_per_good_request(decided: Decided, deploymen
         assert row["decision"] in ("allow", "deny")
         assert (row["decision"] == "allow") == (row["unmet"] == []), row
         assert row["decision"] == "allow" or row["allowed_by"] == [], row
+        assert row["bypass"] == [], "no settings, and cdap adds no bypass of its own"
         for grant in row["allowed_by"]:
             assert set(grant) == {"requirement", "principal", "action", "entity"}, row
             assert grant["requirement"].startswith(row["operation"] + "#"), row
