@@ -50,6 +50,25 @@ OUTPUTS = {"allowed": 0, "applies": 1, "met": 4, "lacking": 2}
 # and the grants that hold each of them.
 JUSTIFY_OUTPUTS = {**OUTPUTS, "covered": 2, "held": 4}
 ARITY = {"allowed": 1, "applies": 2, "met": 5, "lacking": 3, "covered": 3, "held": 5, "satisfied": 2, "bypass": 2}
+# The prelude's decision, as its rules say it (canonical forms): a typed request is allowed when no
+# requirement that applies is unmet, or a bypass lets it through. With exactly these rules, a
+# caller that reads `applies`, `met` and `lacking` (and, with `by` options, `satisfied`) has what
+# decides `allowed` already; unfolding `allowed` again through `not denied(R)` computes every
+# requirement a second time (see allowed_from_unmet).
+DECISION = {
+    "allowed": {
+        "allowed(A)<-request(A,B,C,D);operation(C,E);is_a(D,E);~denied(A)",
+        "allowed(A)<-request(A,B,C,D);operation(C,E);is_a(D,E);bypass(A,F)",
+    },
+    "denied": {"denied(A)<-unmet(A,B)"},
+    "unmet": {"unmet(A,B)<-applies(A,B);~satisfied(A,B)"},
+    "some_lacking": {"some_lacking(A,B)<-lacking(A,B,C)"},
+    "every_met": {
+        "every_met(A,B)<-request(A,C,D,E);requires(D,B,F,'every',G);~some_lacking(A,B)",
+        "every_met(A,B)<-request(A,C,D,E);requires(D,B,F,'every_arg',G);~some_lacking(A,B)",
+    },
+}
+SATISFIED = {"satisfied(A,B)<-met(A,B,C,D,E)", "satisfied(A,B)<-every_met(A,B)"}
 KEPT = "\x03\x06"  # the first character of a variable a goal keeps: never existential
 FRAME = ("rid", "o", "p", "e", "ec", "et")  # a request: id, operation, principal, entity, its chain's codes, its type
 
@@ -97,6 +116,25 @@ def why_not(engine: SparkEngine, analysis: Analysis | None = None) -> str | None
     if "allowed" not in rules:
         return "no rule derives `allowed`"
     return None
+
+
+def allowed_from_unmet(rules: Mapping[str, list[Rule]], by_rules: bool) -> bool:
+    """Whether ``allowed`` is the prelude's: typed and nothing unmet, or a bypass with a named reason.
+
+    Then the decisions read it from the unmet requirements they assemble anyway. Rules that
+    compare, a policy's own deny rule, a bypass whose reason is not a constant, or (without `by`
+    options, whose rows the caller reads as they are) any other way to be satisfied: no."""
+    for name, wanted in DECISION.items():
+        found = rules.get(name, [])
+        if any(not isinstance(b, Atom) for r in found for b in r.body) or {_canonical(r) for r in found} != wanted:
+            return False
+    satisfied = rules.get("satisfied", [])
+    if any(not isinstance(b, Atom) for r in satisfied for b in r.body):
+        return False
+    forms = {_canonical(r) for r in satisfied}
+    if not forms >= SATISFIED or (forms != SATISFIED and not by_rules):
+        return False
+    return all(isinstance(r.head.terms[1], Const) for r in rules.get("bypass", []))
 
 
 class FusedDecisions:

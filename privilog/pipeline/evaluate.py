@@ -177,6 +177,7 @@ def decisions(
     dictionary: DataFrame,
     witnesses: bool = True,
     reasons: Mapping[int, str] | None = None,
+    typed: DataFrame | None = None,
 ) -> DataFrame:
     """Per request of a round: rid, decision, unmet (requirement, text, lacking entities), bypass
     (the reasons of the bypasses that let it through: with ``reasons``, from the ``bypass``
@@ -188,10 +189,14 @@ def decisions(
     when it applies, no grant meets it, and it is not an "every" requirement that
     lacks nothing. Every relation here is partitioned by request, so the joins and
     groupings by request need no shuffle.
+
+    The decision is the ``allowed`` relation's; or, given ``typed`` (the rid of each request on
+    an entity of its operation's type) for a program whose ``allowed`` is the prelude's
+    (:func:`engine.spark.fused.allowed_from_unmet`), it is read from the unmet requirements
+    assembled here: a typed request with none is allowed, and one a bypass lets through.
     """
     from pyspark.sql import functions as F
 
-    allowed = evaluation.relation("allowed").select(F.col("c0").alias("rid")).distinct().withColumn("ok", F.lit(True))
     applies = evaluation.relation("applies").select(F.col("c0").alias("rid"), F.col("c1").alias("i")).distinct()
     met = evaluation.relation("met").select(F.col("c0").alias("rid"), F.col("c1").alias("i"))
     meta = F.broadcast(_requirements(spark, program))
@@ -208,9 +213,11 @@ def decisions(
     empty = F.array().cast("array<string>")
     if lacking.isEmpty():
         unmet = unmet.where(~F.col("every")).withColumn("lacking", empty)
+        denied = unmet.select("rid")
     else:
         lacks = lacking.select("rid", "i").distinct().withColumn("lacks", F.lit(True))
         unmet = unmet.join(lacks, on=["rid", "i"], how="left").where(~F.col("every") | F.col("lacks").isNotNull())
+        denied = unmet.select("rid")
         partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
         # "every" requirements of wide deletes can lack millions of entities: never broadcast them
         names = (
@@ -220,6 +227,14 @@ def decisions(
             .repartition(partitions, "rid")
         )
         unmet = unmet.join(names, on=["rid", "i"], how="left")
+    if typed is None:
+        allowed = evaluation.relation("allowed").select(F.col("c0").alias("rid"))
+    else:
+        allowed = typed.join(denied, on="rid", how="left_anti")
+        if reasons:
+            passed = evaluation.relation(BYPASS_OUTPUT).select(F.col("c0").alias("rid"))
+            allowed = allowed.union(typed.join(passed, on="rid", how="left_semi"))
+    allowed = allowed.distinct().withColumn("ok", F.lit(True))
     unmet = unmet.select(
         "rid",
         F.struct(F.col("requirement"), F.col("text"), F.coalesce(F.col("lacking"), empty).alias("lacking")).alias(
@@ -409,8 +424,16 @@ def decide_fused(
     when the policy is outside what they fuse (then the caller decides in rounds)."""
     from pyspark.sql import functions as F
 
+    from privilog.engine.spark.encoding import xxhash64
     from privilog.engine.spark.evaluate import Evaluation
-    from privilog.engine.spark.fused import HIERARCHY, JUSTIFY_OUTPUTS, OUTPUTS, FusedDecisions, why_not
+    from privilog.engine.spark.fused import (
+        HIERARCHY,
+        JUSTIFY_OUTPUTS,
+        OUTPUTS,
+        FusedDecisions,
+        allowed_from_unmet,
+        why_not,
+    )
     from privilog.engine.spark.plan import Relation, Size
     from privilog.engine.spark.session import persist
     from privilog.engine.unfold import NotCompiled
@@ -426,7 +449,11 @@ def decide_fused(
     reasons = bypass_reasons(engine.program, deployment)
     if reasons:
         decide_outputs[BYPASS_OUTPUT] = 1
-    outputs = {**outputs, **decide_outputs}
+    # `allowed` read from the unmet requirements the decisions assemble anyway, not unfolded again
+    shortcut = allowed_from_unmet(engine.rules, has_by_rules(engine.program))
+    if shortcut:
+        del decide_outputs["allowed"]
+    outputs = {name: n for name, n in {**outputs, **decide_outputs}.items() if name != "allowed" or not shortcut}
     try:
         reads = fused.world_relations(operations, outputs)
     except NotCompiled:
@@ -466,7 +493,14 @@ def decide_fused(
     relations = {name: Relation(df, Size.unknown(len(df.columns))) for name, df in found.items()}
     # Decided here, in a job of its own: a caller that joins two policies' decisions (impact)
     # would otherwise run both fused plans in one stage, each operator of both holding memory.
-    part = decisions(spark, engine.program, Evaluation(relations), requests.good, table, witnesses, reasons)
+    typed = None
+    if shortcut:
+        kinds = spark.createDataFrame(
+            [(xxhash64(op.qualified), xxhash64(op.entity_type)) for op in engine.program.policy.operations],
+            "o long, t long",
+        )
+        typed = frame.join(F.broadcast(kinds), on="o").where(F.col("et") == F.col("t")).select("rid")
+    part = decisions(spark, engine.program, Evaluation(relations), requests.good, table, witnesses, reasons, typed)
     part = part.transform(persist)
     progress("deciding: the fused plans run")
     part.count()

@@ -59,7 +59,11 @@ pytestmark = pytest.mark.slow
 
 # cdap-4.2 looks at enclosing entities, where cdap does not. Both are decided by the fused
 # plans; "generic" decides cdap-4.2 the way a policy outside them is decided (rounds).
-DECIDED = ["cdap", "cdap-4.2", "cdap-4.2 generic", "cdap-5.1"]
+# "cdap denying" adds a deny rule: its `allowed` is then not the prelude's alone, and the fused
+# plans unfold it (through `not denied(R)`) rather than read it from the unmet requirements.
+DECIDED = ["cdap", "cdap-4.2", "cdap-4.2 generic", "cdap-5.1", "cdap denying"]
+DENY_RULE = 'denied(R) :- request(R, P, _, E), grant(P, "WRITE", E).\n'
+
 WORLDS = 12  # Hypothesis examples per policy, decided together
 REQUESTS = 16  # at most, per world
 # Listings by the scopes they look at (pipeline.visibility asks candidates by scope): self and
@@ -111,6 +115,7 @@ def _world_rejects(deployment: Deployment) -> list[str]:
 class Pipeline:
     """What ``decide_all`` made of one batch, keyed by each request's index in ``batch.requests``."""
 
+    name: str  # the policy, as DECIDED names it
     batch: Batch
     reference: privilog.Authorizer
     decided: dict[int, list[dict[str, Any]]]  # index -> rows of the decisions table (one, if all is well)
@@ -127,7 +132,11 @@ def run(request: pytest.FixtureRequest, spark: SparkSession, generated: Callable
     from privilog.pipeline.tables import Progress
 
     name, _, how = request.param.partition(" ")
-    policy = dsl.load_policy(name)
+    if how == "denying":
+        text = (dsl.rules_dir() / f"{name}.policy").read_text(encoding="utf-8")
+        policy = dsl.parse_policy(text + DENY_RULE)
+    else:
+        policy = dsl.load_policy(name)
     batch = generated(policy, WORLDS, REQUESTS)
     frames = _frames(spark, batch)
     engine, deployment = _deployment(spark, policy, frames)
@@ -141,7 +150,7 @@ def run(request: pytest.FixtureRequest, spark: SparkSession, generated: Callable
         assert row["table"] == "requests"
         rejected.setdefault(int(json.loads(row["row"])["timestamp"]), []).append(row["reason"])
     reference = privilog.load(policy, batch.world)
-    return Pipeline(batch, reference, decided, rejected, _world_rejects(deployment), result.rounds)
+    return Pipeline(request.param, batch, reference, decided, rejected, _world_rejects(deployment), result.rounds)
 
 
 def _reference(run: Pipeline, index: int) -> Decision | str:
@@ -208,6 +217,19 @@ def test_decisions_agree_with_the_reference(run: Pipeline) -> None:
     assert disagreements == []
 
 
+def test_a_deny_rule_denies_what_no_requirement_does(run: Pipeline) -> None:
+    """Under the policy with a deny rule, some requests are denied with every requirement met."""
+    if run.name != "cdap denying":
+        pytest.skip("the policy has no deny rule of its own")
+    plain = privilog.load(dsl.load_policy("cdap"), run.batch.world)
+    by_rule = []
+    for index, (row,) in sorted(run.decided.items()):
+        principal, operation, entity, args = run.batch.requests[index]
+        if row["decision"] == "deny" and not row["unmet"]:
+            by_rule.append(plain.allows(principal, operation, entity, json.loads(args) if args else {}))
+    assert sum(by_rule) >= 3, "requests cdap allows and its deny rule denies"
+
+
 def test_an_allowed_request_names_grants_that_allow_it(run: Pipeline) -> None:
     """allowed_by names, for each requirement that applies and a grant meets, one grant that meets it
     (any of the reference's witnesses: not necessarily the one the reference lists first); and in a
@@ -236,9 +258,9 @@ def test_an_allowed_request_names_grants_that_allow_it(run: Pipeline) -> None:
             continue  # met by the policy's own rule (`by sees`), which reads grants allowed_by does not name
         covered = {str(e) for o in expected.outcomes if o.applies for e in o.covered}
         grants = [list(g) for g in named.values()] + [g for g in world["grants"] if g[2] in covered]
-        alone = privilog.load(
-            run.reference.policy, {"entities": world["entities"], "grants": grants, "members": world["members"]}
-        )
+        # a deny rule reads grants: a wildcard's, named by the entity it matched, would deny alone
+        policy = dsl.load_policy("cdap") if run.name == "cdap denying" else run.reference.policy
+        alone = privilog.load(policy, {"entities": world["entities"], "grants": grants, "members": world["members"]})
         principal, operation, entity, args = run.batch.requests[index]
         decision = alone.check(alone.request(principal, operation, entity, json.loads(args) if args else {}))
         checked += 1
