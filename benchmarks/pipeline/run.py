@@ -319,6 +319,15 @@ PHASES: tuple[tuple[str, str], ...] = (
     (r"^round \d+: decided", "evaluate rules, assemble decisions"),
     (r"^wrote the decisions", "the query, writing the decisions (one job)"),
     (r"^(rejected|done)", "write the output, count it"),
+    (r"^checking the encoding", "check every request"),
+    (r"^world and hierarchy tables", "world and hierarchy tables, measured"),
+    (r"^fused plans for", "plan the fused decisions (driver)"),
+    (r"^ran the fused plans", "the fused plans run, each output kept"),
+    (r"^decided$", "assemble the decisions"),
+    (r"^writing rejects", "write decisions"),
+    (r"^counting decisions by operation", "write rejects"),
+    (r"^counting the input rows", "count decisions by operation"),
+    (r"^moving the run", "the rows-in check"),
 )
 START_UP = "Spark start-up"
 EXIT = "JVM shut-down, exit"
