@@ -70,6 +70,10 @@ DECISION = {
 }
 SATISFIED = {"satisfied(A,B)<-met(A,B,C,D,E)", "satisfied(A,B)<-every_met(A,B)"}
 KEPT = "\x03\x06"  # the first character of a variable a goal keeps: never existential
+# Relations whose rows for one value of the first column are at most the hierarchy's depth: joined
+# to a world relation on that column before the requests are (see _Plan._paired).
+UPWARD = ("ancestor", "within")
+PAIRED = "\x08"  # the first character of a world relation joined with an upward one
 FRAME = ("rid", "o", "p", "e", "ec", "et")  # a request: id, operation, principal, entity, its chain's codes, its type
 
 
@@ -340,6 +344,7 @@ class _Plan:
         self.operations: list[str] = []
         self.memo: dict[str, DataFrame | None] = {}
         self.cached: list[DataFrame] = []
+        self.paired: dict[str, tuple[DataFrame, bool]] = {}
         self.world = world
         self.hierarchy = hierarchy
         self.encode = fused.engine.dictionary.encode
@@ -363,6 +368,7 @@ class _Plan:
         names = dict(names)
         positives = [b for b in conjunction if isinstance(b, Atom) and not b.negated]
         filters = [b for b in conjunction if b not in positives]
+        positives = self._paired(positives, names)
         mentioned = {v for b in positives for v in b.variables}
         df = frame
         while True:
@@ -395,6 +401,65 @@ class _Plan:
         if filters:
             raise NotCompiled
         return df, names
+
+    def _paired(self, positives: list[Atom], names: Mapping[str, str]) -> list[Atom]:
+        """The positive literals, each ``U(D, X)`` of an upward relation (X bound by the request, D
+        not) joined with the world literal that binds D and most of the request's own values.
+
+        Joined request by request, the world literal comes first (it is bound by the principal)
+        and brings every holding of the principal, each then tested against the request's entity:
+        at 10^7 requests, "any on self or within" a namespace made 68 million rows to keep half a
+        million. Joined first, world-side and once (a row for each holding and what encloses its
+        entity: at most the hierarchy's depth), the requests are joined to it on every value they
+        bind, and only what matches is made.
+        """
+        out = list(positives)
+        for upward in positives:
+            if upward.predicate not in UPWARD or upward not in out or len(upward.terms) != 2:
+                continue
+            d, x = upward.terms
+            if not (isinstance(d, Var) and isinstance(x, Var) and x.name in names and d.name not in names):
+                continue
+
+            def own(atom: Atom) -> int:  # the request's own values it binds (not an operation's constants)
+                return sum(isinstance(t, Var) and t.name in names and not t.name.startswith("\x05") for t in atom.terms)
+
+            partners = [
+                a
+                for a in out
+                if a is not upward
+                and a.predicate in self.world
+                and a.predicate not in self.fused.derived
+                and any(isinstance(t, Var) and t.name == d.name for t in a.terms)
+                and own(a) > 0
+            ]
+            if not partners:
+                continue
+            partner = max(partners, key=own)
+            out.remove(partner)
+            out.remove(upward)
+            out.append(self._pair(partner, d, upward))
+        return out
+
+    def _pair(self, atom: Atom, d: Var, upward: Atom) -> Atom:
+        """``atom`` and ``upward`` (``U(d, X)``) as one literal over their join on ``d``, kept:
+        ``atom``'s terms, then X; with a hierarchy relation's witness ``w``."""
+        from privilog.engine.spark.session import persist
+        from pyspark.sql import functions as F
+
+        i = next(n for n, t in enumerate(atom.terms) if isinstance(t, Var) and t.name == d.name)
+        name = f"{PAIRED}{atom.predicate}.{i}.{upward.predicate}"
+        if name not in self.paired:
+            left = self.world[atom.predicate]
+            witnessed = upward.predicate in HIERARCHY
+            up = self.hierarchy[upward.predicate] if witnessed else self.world[upward.predicate]
+            width = len(atom.terms)
+            right = up.select(
+                F.col("c0").alias("_d"), F.col("c1").alias(f"c{width}"), *([F.col("w")] if witnessed else [])
+            )
+            joined = left.select(*(f"c{n}" for n in range(width))).join(right, F.col(f"c{i}") == F.col("_d"))
+            self.paired[name] = (persist(joined.drop("_d")), witnessed)
+        return Atom(name, (*atom.terms, upward.terms[1]))
 
     def _score(self, atom: Atom, names: Mapping[str, str]) -> tuple[int, int]:
         if atom.predicate in HIERARCHY and self._from_entity(atom):
@@ -439,6 +504,8 @@ class _Plan:
         """The rows of a world or base relation; whether they carry a witness ``w``."""
         from pyspark.sql import functions as F
 
+        if atom.predicate in self.paired:
+            return self.paired[atom.predicate]
         if atom.predicate in HIERARCHY:
             table, witnessed = self.hierarchy[atom.predicate], True
         elif atom.predicate in self.world:
