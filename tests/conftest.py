@@ -20,7 +20,7 @@ PARTITIONS = 2
 # commands run in this process one after another (tests/spark/test_pipeline.py, test_unused.py)
 # ran out while building a broadcast: Catalyst's trees of the fused plans (thousands of nodes, each
 # analysed many times) took about 1 GB live between runs and more during one. A run of its own
-# gets half the machine's memory (engine.spark.session.local_driver_memory).
+# gets a quarter of the machine's memory (engine.spark.session.local_driver_memory).
 DRIVER_MEMORY = "6g"
 
 

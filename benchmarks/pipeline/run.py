@@ -669,7 +669,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", default="/tmp/privilog-pipeline-bench", help="where deployments and outputs go")
     parser.add_argument("--out", default=str(HERE / "results.json"), help="the results file (entries replaced)")
     parser.add_argument(
-        "--driver-memory", help="Spark driver memory, both sides (default: the pipeline's, half the machine's memory)"
+        "--driver-memory", help="Spark driver memory, both sides (default: the pipeline's, a quarter of the machine's memory)"
     )
     parser.add_argument("--partitions", type=int, default=4, help="Spark shuffle partitions, both sides (default 4)")
     parser.add_argument("--timeout", type=float, default=None, help="stop any one process after this many seconds")

@@ -118,7 +118,7 @@ def spark_options(q: argparse.ArgumentParser) -> None:
         metavar="sc://HOST:PORT",
         help="run on a Spark Connect server instead of starting Spark here (default: $SPARK_REMOTE)",
     )
-    q.add_argument("--driver-memory", help="Spark driver memory (default: half the machine's, 2g-16g)")
+    q.add_argument("--driver-memory", help="Spark driver memory (default: a quarter of the machine's, 2g-16g)")
     q.add_argument(
         "--warehouse",
         metavar="DIR",
