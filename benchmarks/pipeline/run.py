@@ -338,6 +338,8 @@ def phases(run: Run) -> dict[str, float]:
     out: dict[str, float] = {}
     previous, spark_started = 0.0, False
     for line in run.lines:
+        if line.text.startswith("still at it"):
+            continue  # a heartbeat: its stretch belongs to the line that ends the phase
         name = next((n for pattern, n in PHASES if re.search(pattern, line.text)), "other")
         if spark_started and line.text.startswith("reading "):
             name, spark_started = START_UP, False
@@ -669,7 +671,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", default="/tmp/privilog-pipeline-bench", help="where deployments and outputs go")
     parser.add_argument("--out", default=str(HERE / "results.json"), help="the results file (entries replaced)")
     parser.add_argument(
-        "--driver-memory", help="Spark driver memory, both sides (default: the pipeline's, a quarter of the machine's memory)"
+        "--driver-memory", help="Spark driver memory, both sides (default: the pipeline's, a quarter of the machine's)"
     )
     parser.add_argument("--partitions", type=int, default=4, help="Spark shuffle partitions, both sides (default 4)")
     parser.add_argument("--timeout", type=float, default=None, help="stop any one process after this many seconds")
