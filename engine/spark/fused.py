@@ -70,6 +70,7 @@ DECISION = {
 }
 SATISFIED = {"satisfied(A,B)<-met(A,B,C,D,E)", "satisfied(A,B)<-every_met(A,B)"}
 KEPT = "\x03\x06"  # the first character of a variable a goal keeps: never existential
+PLACEHOLDER = "\x05"  # the first character of a variable standing for an operation's constant (union_of)
 # Relations whose rows for one value of the first column are at most the hierarchy's depth: joined
 # to a world relation on that column before the requests are (see _Plan._paired).
 UPWARD = ("ancestor", "within")
@@ -268,7 +269,7 @@ class FusedDecisions:
         from pyspark.sql import functions as F
 
         encode = self.engine.dictionary.encode
-        prefix = f"\x05{next(self._names)}."  # apart from the placeholders of an enclosing call
+        prefix = f"{PLACEHOLDER}{next(self._names)}."  # apart from the placeholders of an enclosing call
         shapes: dict[tuple[Literal, ...], list[tuple[int, ...]]] = {}
         for operation in operations:
             for conjunction in self.unfolder(operation).conjunctions(goal, rigid):
@@ -413,6 +414,12 @@ class _Plan:
         entity: at most the hierarchy's depth), the requests are joined to it on every value they
         bind, and only what matches is made.
         """
+
+        def own(atom: Atom) -> int:  # the request's own values it binds (not an operation's constants)
+            return sum(
+                isinstance(t, Var) and t.name in names and not t.name.startswith(PLACEHOLDER) for t in atom.terms
+            )
+
         out = list(positives)
         for upward in positives:
             if upward.predicate not in UPWARD or upward not in out or len(upward.terms) != 2:
@@ -420,10 +427,6 @@ class _Plan:
             d, x = upward.terms
             if not (isinstance(d, Var) and isinstance(x, Var) and x.name in names and d.name not in names):
                 continue
-
-            def own(atom: Atom) -> int:  # the request's own values it binds (not an operation's constants)
-                return sum(isinstance(t, Var) and t.name in names and not t.name.startswith("\x05") for t in atom.terms)
-
             partners = [
                 a
                 for a in out

@@ -221,12 +221,13 @@ def decisions(
     )
     empty = F.array().cast("array<string>")
     if lacking.isEmpty():
-        unmet = unmet.where(~F.col("every")).withColumn("lacking", empty)
+        unmet = unmet.where(~F.col("every"))
         denied = unmet.select("rid")
+        unmet = unmet.withColumn("lacking", empty)
     else:
         lacks = lacking.select("rid", "i").distinct().withColumn("lacks", F.lit(True))
         unmet = unmet.join(lacks, on=["rid", "i"], how="left").where(~F.col("every") | F.col("lacks").isNotNull())
-        denied = unmet.select("rid")
+        denied = unmet.select("rid")  # before the lacking entities' names are joined: not needed to decide
         partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
         # "every" requirements of wide deletes can lack millions of entities: never broadcast them
         names = (
@@ -437,12 +438,13 @@ def decide_fused(
     requests: Requests,
     table: DataFrame,
     progress: Progress,
+    chains: DataFrame,
     witnesses: bool = True,
     needs_for: DataFrame | None = None,
-    chains: DataFrame | None = None,
 ) -> Decided | None:
     """Decide every good request in one pass with the fused plans (engine.spark.fused); None
-    when the policy is outside what they fuse (then the caller decides in rounds)."""
+    when the policy is outside what they fuse (then the caller decides in rounds). ``chains``:
+    the requests' entities with their chains (:func:`entity_chains`)."""
     from pyspark.sql import functions as F
 
     from privilog.engine.spark.encoding import xxhash64
@@ -470,11 +472,11 @@ def decide_fused(
     reasons = bypass_reasons(engine.program, deployment)
     if reasons:
         decide_outputs[BYPASS_OUTPUT] = 1
+    outputs = {**outputs, **decide_outputs}
     # `allowed` read from the unmet requirements the decisions assemble anyway, not unfolded again
     shortcut = allowed_from_unmet(engine.rules, has_by_rules(engine.program))
     if shortcut:
-        del decide_outputs["allowed"]
-    outputs = {name: n for name, n in {**outputs, **decide_outputs}.items() if name != "allowed" or not shortcut}
+        del decide_outputs["allowed"], outputs["allowed"]
     try:
         reads = fused.world_relations(operations, outputs)
     except NotCompiled:
@@ -497,7 +499,7 @@ def decide_fused(
     )
     args = requests.args.select("rid", F.xxhash64("name").alias("n"), F.xxhash64("value").alias("v"))
     frame = frame.transform(persist)
-    tables = hierarchy(deployment, chains if chains is not None else entity_chains(deployment, requests.good))
+    tables = hierarchy(deployment, chains)
     sizes = {name: df.count() for name, df in [*world.items(), *tables.items()]}
     small = {name for name, rows in sizes.items() if rows <= BROADCAST_ROWS}
     progress(
@@ -604,7 +606,7 @@ def decide_all(
     progress("checked the encoding: no two values share a code")
     reasons = bypass_reasons(engine.program, deployment)
     if fused:
-        found = decide_fused(spark, engine, deployment, requests, table, progress, witnesses, needs_for, chains)
+        found = decide_fused(spark, engine, deployment, requests, table, progress, chains, witnesses, needs_for)
         if found is not None:
             return found
     parts, needs = [], []
