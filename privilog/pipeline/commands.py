@@ -37,15 +37,13 @@ if TYPE_CHECKING:
 def cmd_decide(args: argparse.Namespace) -> int:
     from pyspark.sql import functions as F
 
-    from privilog.engine.spark.session import persist
-
     policy = dsl.load_policy(args.policy)
     with running(args, "decide") as context:
         vocabulary = Vocabulary(policy, context.instance)
         engine = context.engine(policy)
         deployment, requests = load_inputs(context, vocabulary, args)
         decided = decide_all(context.spark, engine, deployment, requests, context.progress)
-        table = decided.table.drop("rid").transform(persist)
+        table = decided.table.drop("rid")  # kept already: written, then counted
         written = context.write("decisions", table)
         rejects = context.write_rejects()
         context.progress("counting decisions by operation")

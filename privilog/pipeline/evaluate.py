@@ -13,7 +13,9 @@ rule by rule, in rounds that place created entities (:func:`plan_rounds`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextvars
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -24,7 +26,7 @@ from privilog.pipeline.inputs import Deployment, Requests, encoded
 from privilog.pipeline.tables import Progress
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from privilog.engine.spark.evaluate import Evaluation, SparkEngine
 
@@ -125,43 +127,52 @@ def dictionary(
     deployment: Deployment,
     requests: Requests | None,
     chains: DataFrame | None = None,
+    code: Callable[[Column], Column] | None = None,
 ) -> DataFrame:
     """Every string the evaluation may hold, with its code (code, value); raises on a collision.
 
     ``chains`` (entity, chain: :func:`entity_chains`) has the requests' entities once each; without
-    it they are read from the requests."""
+    it they are read from the requests. ``code`` is the encoding (the engine's xxhash64; a test
+    passes one that collides)."""
     from pyspark.sql import functions as F
 
     from privilog.engine.spark.encoding import EncodingError
     from privilog.engine.spark.session import persist
 
-    policy_values = spark.createDataFrame([(v,) for v in engine.dictionary.values()], "value string")
-    values = deployment.values.union(policy_values)
+    vocabulary = deployment.vocabulary
+    # The policy's constants, and what a good request can hold only from the policy: its
+    # operation, the types of what its entity is in, its arguments' names (checked against the
+    # operation's parameters). Read here, not from every request.
+    known = {
+        *engine.dictionary.values(),
+        *vocabulary.operations,
+        *vocabulary.above,  # every entity type
+        *(p.name for op in vocabulary.policy.operations for p in op.params),
+    }
+    values = deployment.values.union(spark.createDataFrame([(v,) for v in sorted(known)], "value string"))
     if requests is not None:
         if chains is None:
             chains = entity_chains(deployment, requests.good)
         values = (
             values.union(requests.good.select(F.col("principal").alias("value")))
-            .union(requests.good.select(F.col("operation").alias("value")))
             .union(chains.select(F.explode("chain").alias("value")))
-            .union(chains.select(deployment.vocabulary.entity_type(F.col("entity")).alias("value")))
-            .union(requests.args.select(F.col("name").alias("value")))
             .union(requests.args.select(F.col("value")))
         )
-    # One aggregation both checks the encoding and makes the dictionary: two strings that
-    # share a code give that code a different least and greatest string.
+    # Each distinct string once (an aggregation keyed by the string, combined before the shuffle:
+    # a log of 10^7 requests names far fewer principals), then its code: two strings that share a
+    # code make it appear twice. Counting by code keeps the aggregation's buffer fixed-width; a
+    # least and greatest string per code sorted every value of the run.
     table = (
         values.where(F.col("value").isNotNull())
-        .groupBy(F.xxhash64("value").alias("code"))
-        .agg(F.min("value").alias("value"), F.max("value").alias("other"))
+        .distinct()
+        .select((code or F.xxhash64)(F.col("value")).alias("code"), "value")
         .transform(persist)
     )
-    found = table.where(F.col("value") != F.col("other")).first()
-    if found is not None:
-        raise EncodingError(
-            f"`{found['value']}` and `{found['other']}` share the code {found['code']}; cannot evaluate them"
-        )
-    return table.select("code", "value")
+    clash = table.groupBy("code").count().where(F.col("count") > 1).first()
+    if clash is not None:
+        found = sorted(r["value"] for r in table.where(F.col("code") == clash["code"]).collect())
+        raise EncodingError(f"`{found[0]}` and `{found[1]}` share the code {clash['code']}; cannot evaluate them")
+    return table
 
 
 def _requirements(spark: SparkSession, program: Program) -> DataFrame:
@@ -187,6 +198,7 @@ def decisions(
     witnesses: bool = True,
     reasons: Mapping[int, str] | None = None,
     typed: DataFrame | None = None,
+    carry: Sequence[str] = (),
 ) -> DataFrame:
     """Per request of a round: rid, decision, unmet (requirement, text, lacking entities), bypass
     (the reasons of the bypasses that let it through: with ``reasons``, from the ``bypass``
@@ -203,8 +215,13 @@ def decisions(
     an entity of its operation's type) for a program whose ``allowed`` is the prelude's
     (:func:`engine.spark.fused.allowed_from_unmet`), it is read from the unmet requirements
     assembled here: a typed request with none is allowed, and one a bypass lets through.
+
+    ``carry``: columns of ``requests`` that each decision carries after ``rid``, so that the caller
+    need not join the decisions back to the requests (a second copy of the log, and a sort of both).
     """
     from pyspark.sql import functions as F
+
+    from privilog.engine.spark.session import persist
 
     applies = evaluation.relation("applies").select(F.col("c0").alias("rid"), F.col("c1").alias("i")).distinct()
     met = evaluation.relation("met").select(F.col("c0").alias("rid"), F.col("c1").alias("i"))
@@ -221,13 +238,17 @@ def decisions(
     )
     empty = F.array().cast("array<string>")
     if lacking.isEmpty():
-        unmet = unmet.where(~F.col("every"))
+        unmet = persist(unmet.where(~F.col("every")))  # kept, as below
         denied = unmet.select("rid")
         unmet = unmet.withColumn("lacking", empty)
     else:
         lacks = lacking.select("rid", "i").distinct().withColumn("lacks", F.lit(True))
         unmet = unmet.join(lacks, on=["rid", "i"], how="left").where(~F.col("every") | F.col("lacks").isNotNull())
-        denied = unmet.select("rid")  # before the lacking entities' names are joined: not needed to decide
+        # Kept: the decision, the unmet requirements and the grants that allow all read it (Spark
+        # would otherwise join `applies` and `met` again for each), before the lacking entities'
+        # names are joined (not needed to decide).
+        unmet = persist(unmet)
+        denied = unmet.select("rid")
         partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
         # "every" requirements of wide deletes can lack millions of entities: never broadcast them
         names = (
@@ -244,7 +265,7 @@ def decisions(
         if reasons:
             passed = evaluation.relation(BYPASS_OUTPUT).select(F.col("c0").alias("rid"))
             allowed = allowed.union(typed.join(passed, on="rid", how="left_semi"))
-    allowed = allowed.distinct().withColumn("ok", F.lit(True))
+    allowed = persist(allowed.distinct().withColumn("ok", F.lit(True)))  # read twice: the decision, allowed_by
     unmet = unmet.select(
         "rid",
         F.struct(F.col("requirement"), F.col("text"), F.coalesce(F.col("lacking"), empty).alias("lacking")).alias(
@@ -253,11 +274,12 @@ def decisions(
     )
     per_request = unmet.groupBy("rid").agg(F.sort_array(F.collect_list("unmet")).alias("unmet"))
     out = (
-        requests.select("rid")
+        requests.select("rid", *carry)
         .join(allowed, on="rid", how="left")
         .join(per_request, on="rid", how="left")
         .select(
             "rid",
+            *carry,
             F.when(F.col("ok").isNotNull(), F.lit("allow")).otherwise(F.lit("deny")).alias("decision"),
             F.coalesce(F.col("unmet"), F.array().cast(per_request.schema["unmet"].dataType)).alias("unmet"),
         )
@@ -278,7 +300,7 @@ def decisions(
     grants = _allowed_by(evaluation, allowed, applies, meta, dictionary)
     none = F.array().cast(grants.schema["allowed_by"].dataType)
     return out.join(grants, on="rid", how="left").select(
-        "rid", "decision", "unmet", "bypass", F.coalesce(F.col("allowed_by"), none).alias("allowed_by")
+        "rid", *carry, "decision", "unmet", "bypass", F.coalesce(F.col("allowed_by"), none).alias("allowed_by")
     )
 
 
@@ -380,7 +402,7 @@ def needs_of(
 class Decided:
     """Every good request of the log with its decision, and the count of each."""
 
-    table: DataFrame  # rid, principal, operation, entity, args, timestamp, decision, unmet
+    table: DataFrame  # rid, principal, operation, entity, args, timestamp, decision, unmet, ...: persisted
     rounds: int = 0
     cached: list[DataFrame] = field(default_factory=list)
     needs: DataFrame | None = None  # with needs_for: rid, i, c, p, a, e (needs_of), persisted (plan cut)
@@ -436,7 +458,7 @@ def decide_fused(
     engine: SparkEngine,
     deployment: Deployment,
     requests: Requests,
-    table: DataFrame,
+    table: Future[DataFrame],
     progress: Progress,
     chains: DataFrame,
     witnesses: bool = True,
@@ -444,7 +466,8 @@ def decide_fused(
 ) -> Decided | None:
     """Decide every good request in one pass with the fused plans (engine.spark.fused); None
     when the policy is outside what they fuse (then the caller decides in rounds). ``chains``:
-    the requests' entities with their chains (:func:`entity_chains`)."""
+    the requests' entities with their chains (:func:`entity_chains`); ``table``: the dictionary,
+    being made (:func:`dictionary`), waited for when the decisions are assembled."""
     from pyspark.sql import functions as F
 
     from privilog.engine.spark.encoding import xxhash64
@@ -528,8 +551,12 @@ def decide_fused(
             "o long, t long",
         )
         typed = frame.join(F.broadcast(kinds), on="o").where(F.col("et") == F.col("t")).select("rid")
-    part = decisions(spark, engine.program, Evaluation(relations), requests.good, table, witnesses, reasons, typed)
-    part = part.transform(persist)  # computed now (a local checkpoint)
+    names = table.result()  # the encoding checked, its dictionary
+    carry = [c for c in requests.good.columns if c != "rid"]
+    part = decisions(
+        spark, engine.program, Evaluation(relations), requests.good, names, witnesses, reasons, typed, carry
+    )
+    part = part.transform(persist)  # computed now (a local checkpoint): each request with its decision
     progress("decided")
     needs = None
     if needs_for is not None:
@@ -551,8 +578,7 @@ def decide_fused(
         gathered = {name: Relation(persist(df), Size.unknown(len(df.columns))) for name, df in kept.items()}
         needs = persist(needs_of(spark, engine.program, Evaluation(gathered), few.select("rid"), deployment.relations))
         progress(f"gathered {needs.count():,} (need, grant) rows")
-    out = requests.good.join(part, on="rid", how="inner")
-    return Decided(out, 1, [table, part], needs)
+    return Decided(part, 1, [names, part], needs)
 
 
 def named_entities(deployment: Deployment, requests: Requests) -> DataFrame:
@@ -597,18 +623,46 @@ def decide_all(
 
     With ``witnesses``, allowed requests name the grants that allow them (:func:`decisions`); with
     ``needs_for`` (rid), the result's ``needs`` has every grant that can, for those (:func:`needs_of`)."""
-    from privilog.engine.spark.session import persist
+    from privilog.engine.spark.session import in_background, persist
 
     deployment = deployment.with_named(named_entities(deployment, requests), requests.good.select("principal"))
-    progress("checking the encoding: every value of the run hashed, looking for two that share a code")
     chains = persist(entity_chains(deployment, requests.good))
-    table = dictionary(spark, engine, deployment, requests, chains)
-    progress("checked the encoding: no two values share a code")
+
+    def checked() -> DataFrame:
+        with in_background(spark):
+            found = dictionary(spark, engine, deployment, requests, chains)
+        progress("checked the encoding: no two values share a code")
+        return found
+
+    # The encoding is checked in a job of its own while the world's relations are evaluated (those
+    # are many small jobs, the driver's more than the cores' work); the decisions wait for it, and
+    # a collision is raised from there, before anything is decided or written.
+    progress("checking the encoding alongside: every value of the run hashed, looking for two that share a code")
+    with ThreadPoolExecutor(1, thread_name_prefix="privilog-encoding") as pool:
+        table = pool.submit(contextvars.copy_context().run, checked)
+        return _decide_all(spark, engine, deployment, requests, progress, table, chains, fused, witnesses, needs_for)
+
+
+def _decide_all(
+    spark: SparkSession,
+    engine: SparkEngine,
+    deployment: Deployment,
+    requests: Requests,
+    progress: Progress,
+    pending: Future[DataFrame],
+    chains: DataFrame,
+    fused: bool,
+    witnesses: bool,
+    needs_for: DataFrame | None,
+) -> Decided:
+    from privilog.engine.spark.session import persist
+
     reasons = bypass_reasons(engine.program, deployment)
     if fused:
-        found = decide_fused(spark, engine, deployment, requests, table, progress, chains, witnesses, needs_for)
+        found = decide_fused(spark, engine, deployment, requests, pending, progress, chains, witnesses, needs_for)
         if found is not None:
             return found
+    table = pending.result()
     parts, needs = [], []
     rounds = 0
     for round_ in plan_rounds(deployment, requests.good, progress):
@@ -630,7 +684,7 @@ def decide_all(
     combined = parts[0]
     for part in parts[1:]:
         combined = combined.union(part)
-    out = requests.good.join(combined, on="rid", how="inner")
+    out = requests.good.join(combined, on="rid", how="inner").transform(persist)
     gathered = None
     for more in needs:
         gathered = more if gathered is None else gathered.unionByName(more)

@@ -442,12 +442,19 @@ def check_requests(spark: SparkSession, vocabulary: Vocabulary, numbered: DataFr
         "rid", "operation", "entity", _json_object(F.col("args")).alias("map"), F.col("args").alias("text")
     )
     entries = _check_arguments(vocabulary, arguments)
+    # What is wrong with a request's arguments: not a JSON object, or its first bad argument. Joined
+    # back by hashing it, both sides partitioned by rid: a sort-merge join sorted every request of
+    # the log to add these few rows to it.
     first_problem = (
         entries.where(F.col("problem").isNotNull())
         .groupBy("rid")
         .agg(F.min_by(F.col("problem"), F.col("position")).alias("_arg_problem"))
+        .withColumn("_not_json", F.lit(False))
     )
-    not_json = arguments.where(F.col("map").isNull()).select("rid", F.lit(True).alias("_not_json"))
+    not_json = arguments.where(F.col("map").isNull()).select(
+        "rid", F.lit(None).cast("string").alias("_arg_problem"), F.lit(True).alias("_not_json")
+    )
+    bad_args = first_problem.unionByName(not_json).hint("shuffle_hash")
     problem = F.coalesce(
         vocabulary.principal_problem(F.col("principal")),
         F.when(
@@ -459,14 +466,13 @@ def check_requests(spark: SparkSession, vocabulary: Vocabulary, numbered: DataFr
             kind != op_type,
             _message("`", operation, "` acts on a ", op_type, ", but `", F.col("entity"), "` is a ", kind),
         ),
-        F.when(F.col("_not_json").isNotNull(), _message("args `", F.col("args"), "` is not a JSON object")),
+        F.when(F.col("_not_json"), _message("args `", F.col("args"), "` is not a JSON object")),
         F.col("_arg_problem"),
     )
     original = ["principal", "operation", "entity", "args", "timestamp"]
     source = [c for c in SOURCE if c in log.columns]
     checked = (
-        log.join(not_json, on="rid", how="left")
-        .join(first_problem, on="rid", how="left")
+        log.join(bad_args, on="rid", how="left")
         .select("rid", *original, *source, problem.alias("_problem"))
         .transform(persist)
     )
