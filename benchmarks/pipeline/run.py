@@ -313,7 +313,7 @@ PHASES: tuple[tuple[str, str], ...] = (
     (r"^starting Spark", "Python start, imports, policy"),
     (r"^reading ", "read tables (schemas)"),
     (r"^checked the encoding", "check rows, dictionary, encoding"),
-    (r"^measured base relations", "materialise + measure base relations (the encoding checked alongside)"),
+    (r"^measured base relations", "materialise + measure base relations"),
     (r"^recursion round", "recursion (ancestor, descendant, groups)"),
     (r"requests name entities not in the inventory", "plan rounds (new entities)"),
     (r"^round \d+: decided", "evaluate rules, assemble decisions"),
@@ -338,10 +338,8 @@ def phases(run: Run) -> dict[str, float]:
     out: dict[str, float] = {}
     previous, spark_started = 0.0, False
     for line in run.lines:
-        if line.text.startswith("still at it") or line.text.startswith("checked the encoding"):
-            # a heartbeat, or the end of the encoding check run alongside the world's relations:
-            # its stretch belongs to the line that ends the phase
-            continue
+        if line.text.startswith("still at it"):
+            continue  # a heartbeat: its stretch belongs to the line that ends the phase
         name = next((n for pattern, n in PHASES if re.search(pattern, line.text)), "other")
         if spark_started and line.text.startswith("reading "):
             name, spark_started = START_UP, False

@@ -72,23 +72,6 @@ def released() -> Iterator[None]:
         collect_garbage()
 
 
-@contextlib.contextmanager
-def in_background(session: SparkSession) -> Iterator[None]:
-    """Run this thread's Spark jobs in a pool of their own (``background``): with the session's FAIR
-    scheduler (:func:`make_session`), a core that comes free goes to the pool with fewer tasks
-    running, so the run's own jobs do not queue behind these. Over Spark Connect, or under a
-    FIFO scheduler, the jobs run as any other."""
-    if is_connect(session):
-        yield
-        return
-    context = session.sparkContext
-    context.setLocalProperty("spark.scheduler.pool", "background")
-    try:
-        yield
-    finally:
-        context.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
-
-
 def is_connect(session: SparkSession) -> bool:
     """Whether ``session`` is a Spark Connect client's (no JVM, no SparkContext here)."""
     return type(session).__module__.startswith("pyspark.sql.connect")
@@ -187,9 +170,6 @@ def make_session(
         "spark.ui.retainedStages": "100",
         "spark.ui.retainedTasks": "10000",
         "spark.ui.retainedDeadExecutors": "10",
-        # A job run alongside (in_background) takes a free core, not every core before the
-        # run's next one: jobs share the cores by pool, first come first served within one.
-        "spark.scheduler.mode": "FAIR",
         **SETTINGS,
         **(catalog or {}),
     }

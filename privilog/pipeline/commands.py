@@ -64,33 +64,38 @@ def cmd_decide(args: argparse.Namespace) -> int:
 
 
 def per_operation(table: DataFrame) -> list[dict[str, Any]]:
-    """Per operation: requests allowed, denied, and the requirements most often unmet (at most 3)."""
+    """Per operation: requests allowed, denied, and the requirements most often unmet (at most 3).
+
+    One job: a row per unmet requirement of a denied request (and one for a request with none),
+    counted by operation, decision and requirement; the first row of each request counts it."""
     from pyspark.sql import functions as F
 
-    counts = table.groupBy("operation").agg(
-        F.sum(F.when(F.col("decision") == "allow", 1).otherwise(0)).alias("allowed"),
-        F.sum(F.when(F.col("decision") == "deny", 1).otherwise(0)).alias("denied"),
-    )
-    unmet = (
-        table.where(F.col("decision") == "deny")
-        .select("operation", F.explode("unmet").alias("u"))
-        .groupBy("operation", F.col("u.requirement").alias("requirement"), F.col("u.text").alias("text"))
-        .count()
+    rows = (
+        table.select(
+            "operation",
+            "decision",
+            F.posexplode_outer(F.when(F.col("decision") == "deny", F.col("unmet"))).alias("position", "u"),
+        )
+        .groupBy("operation", "decision", F.col("u.requirement").alias("requirement"), F.col("u.text").alias("text"))
+        .agg(
+            F.count("*").alias("count"),
+            F.sum(F.when(F.coalesce(F.col("position"), F.lit(0)) == 0, 1).otherwise(0)).alias("requests"),
+        )
         .collect()
     )
+    counts: dict[str, dict[str, int]] = {}
+    for row in rows:
+        found = counts.setdefault(row["operation"], {"allow": 0, "deny": 0})
+        found[row["decision"]] += int(row["requests"])
+    unmet = [r for r in rows if r["decision"] == "deny" and r["requirement"] is not None]
     top: dict[str, list[dict[str, Any]]] = {}
     for row in sorted(unmet, key=lambda r: (-int(r["count"]), r["requirement"])):
-        found = top.setdefault(row["operation"], [])
-        if len(found) < TOP_UNMET:
-            found.append({"requirement": row["requirement"], "text": row["text"], "requests": int(row["count"])})
+        found_top = top.setdefault(row["operation"], [])
+        if len(found_top) < TOP_UNMET:
+            found_top.append({"requirement": row["requirement"], "text": row["text"], "requests": int(row["count"])})
     return [
-        {
-            "operation": r["operation"],
-            "allowed": int(r["allowed"]),
-            "denied": int(r["denied"]),
-            "unmet": top.get(r["operation"], []),
-        }
-        for r in sorted(counts.collect(), key=lambda r: r["operation"])
+        {"operation": op, "allowed": n["allow"], "denied": n["deny"], "unmet": top.get(op, [])}
+        for op, n in sorted(counts.items())
     ]
 
 

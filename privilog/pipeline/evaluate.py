@@ -13,9 +13,7 @@ rule by rule, in rounds that place created entities (:func:`plan_rounds`).
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -458,7 +456,7 @@ def decide_fused(
     engine: SparkEngine,
     deployment: Deployment,
     requests: Requests,
-    table: Future[DataFrame],
+    table: DataFrame,
     progress: Progress,
     chains: DataFrame,
     witnesses: bool = True,
@@ -466,8 +464,7 @@ def decide_fused(
 ) -> Decided | None:
     """Decide every good request in one pass with the fused plans (engine.spark.fused); None
     when the policy is outside what they fuse (then the caller decides in rounds). ``chains``:
-    the requests' entities with their chains (:func:`entity_chains`); ``table``: the dictionary,
-    being made (:func:`dictionary`), waited for when the decisions are assembled."""
+    the requests' entities with their chains (:func:`entity_chains`)."""
     from pyspark.sql import functions as F
 
     from privilog.engine.spark.encoding import xxhash64
@@ -551,10 +548,9 @@ def decide_fused(
             "o long, t long",
         )
         typed = frame.join(F.broadcast(kinds), on="o").where(F.col("et") == F.col("t")).select("rid")
-    names = table.result()  # the encoding checked, its dictionary
     carry = [c for c in requests.good.columns if c != "rid"]
     part = decisions(
-        spark, engine.program, Evaluation(relations), requests.good, names, witnesses, reasons, typed, carry
+        spark, engine.program, Evaluation(relations), requests.good, table, witnesses, reasons, typed, carry
     )
     part = part.transform(persist)  # computed now (a local checkpoint): each request with its decision
     progress("decided")
@@ -578,7 +574,7 @@ def decide_fused(
         gathered = {name: Relation(persist(df), Size.unknown(len(df.columns))) for name, df in kept.items()}
         needs = persist(needs_of(spark, engine.program, Evaluation(gathered), few.select("rid"), deployment.relations))
         progress(f"gathered {needs.count():,} (need, grant) rows")
-    return Decided(part, 1, [names, part], needs)
+    return Decided(part, 1, [table, part], needs)
 
 
 def named_entities(deployment: Deployment, requests: Requests) -> DataFrame:
@@ -623,46 +619,18 @@ def decide_all(
 
     With ``witnesses``, allowed requests name the grants that allow them (:func:`decisions`); with
     ``needs_for`` (rid), the result's ``needs`` has every grant that can, for those (:func:`needs_of`)."""
-    from privilog.engine.spark.session import in_background, persist
-
-    deployment = deployment.with_named(named_entities(deployment, requests), requests.good.select("principal"))
-    chains = persist(entity_chains(deployment, requests.good))
-
-    def checked() -> DataFrame:
-        with in_background(spark):
-            found = dictionary(spark, engine, deployment, requests, chains)
-        progress("checked the encoding: no two values share a code")
-        return found
-
-    # The encoding is checked in a job of its own while the world's relations are evaluated (those
-    # are many small jobs, the driver's more than the cores' work); the decisions wait for it, and
-    # a collision is raised from there, before anything is decided or written.
-    progress("checking the encoding alongside: every value of the run hashed, looking for two that share a code")
-    with ThreadPoolExecutor(1, thread_name_prefix="privilog-encoding") as pool:
-        table = pool.submit(contextvars.copy_context().run, checked)
-        return _decide_all(spark, engine, deployment, requests, progress, table, chains, fused, witnesses, needs_for)
-
-
-def _decide_all(
-    spark: SparkSession,
-    engine: SparkEngine,
-    deployment: Deployment,
-    requests: Requests,
-    progress: Progress,
-    pending: Future[DataFrame],
-    chains: DataFrame,
-    fused: bool,
-    witnesses: bool,
-    needs_for: DataFrame | None,
-) -> Decided:
     from privilog.engine.spark.session import persist
 
+    deployment = deployment.with_named(named_entities(deployment, requests), requests.good.select("principal"))
+    progress("checking the encoding: every value of the run hashed, looking for two that share a code")
+    chains = persist(entity_chains(deployment, requests.good))
+    table = dictionary(spark, engine, deployment, requests, chains)
+    progress("checked the encoding: no two values share a code")
     reasons = bypass_reasons(engine.program, deployment)
     if fused:
-        found = decide_fused(spark, engine, deployment, requests, pending, progress, chains, witnesses, needs_for)
+        found = decide_fused(spark, engine, deployment, requests, table, progress, chains, witnesses, needs_for)
         if found is not None:
             return found
-    table = pending.result()
     parts, needs = [], []
     rounds = 0
     for round_ in plan_rounds(deployment, requests.good, progress):
