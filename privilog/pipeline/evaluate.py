@@ -235,18 +235,20 @@ def decisions(
         ),
     )
     empty = F.array().cast("array<string>")
-    if lacking.isEmpty():
-        unmet = persist(unmet.where(~F.col("every")))  # kept, as below
-        denied = unmet.select("rid")
-        unmet = unmet.withColumn("lacking", empty)
+    nothing_lacks = lacking.isEmpty()
+    if nothing_lacks:
+        unmet = unmet.where(~F.col("every"))
     else:
         lacks = lacking.select("rid", "i").distinct().withColumn("lacks", F.lit(True))
         unmet = unmet.join(lacks, on=["rid", "i"], how="left").where(~F.col("every") | F.col("lacks").isNotNull())
-        # Kept: the decision, the unmet requirements and the grants that allow all read it (Spark
-        # would otherwise join `applies` and `met` again for each), before the lacking entities'
-        # names are joined (not needed to decide).
-        unmet = persist(unmet)
-        denied = unmet.select("rid")
+    # Kept: the decision, the unmet requirements and the grants that allow all read it (Spark would
+    # otherwise join `applies` and `met` again for each), before the lacking entities' names are
+    # joined (not needed to decide).
+    unmet = persist(unmet)
+    denied = unmet.select("rid")
+    if nothing_lacks:
+        unmet = unmet.withColumn("lacking", empty)
+    else:
         partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
         # "every" requirements of wide deletes can lack millions of entities: never broadcast them
         names = (
