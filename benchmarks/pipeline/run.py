@@ -449,6 +449,19 @@ def measure(size: Size, args: argparse.Namespace) -> dict[str, Any]:
     )
     entry["pipeline"] = summarise(pipeline, size.requests)
     progress(f"{size.key}: pipeline {pipeline.wall:.1f}s, exit {pipeline.returncode}; {pipeline.stdout.strip()}")
+    if args.no_allowed_by:  # the hand-written query's columns: decisions and unmet requirements, no grants named
+        progress(f"{size.key}: privilog pipeline decide --no-allowed-by")
+        shutil.rmtree(runs / "lean", ignore_errors=True)
+        lean = timed(
+            [sys.executable, "-m", "privilog", "pipeline", "decide", *inputs, f"--out={runs / 'lean'}", *spark,
+             "--no-allowed-by"],
+            runs / "lean.log",
+            "no allowed_by",
+            args.timeout,
+        )  # fmt: skip
+        entry["no_allowed_by"] = summarise(lean, size.requests)
+        progress(f"{size.key}: pipeline --no-allowed-by {lean.wall:.1f}s, exit {lean.returncode}")
+        shutil.rmtree(runs / "lean", ignore_errors=True)
     if not args.no_handwritten:
         progress(f"{size.key}: the hand-written query")
         handwritten = timed(
@@ -465,6 +478,8 @@ def measure(size: Size, args: argparse.Namespace) -> dict[str, Any]:
         progress(f"{size.key}: handwritten {handwritten.wall:.1f}s, exit {handwritten.returncode}")
         if pipeline.returncode == 0 and handwritten.returncode == 0:
             entry["ratio"] = ratios(entry["pipeline"], entry["handwritten"])
+            if entry.get("no_allowed_by", {}).get("returncode") == 0:
+                entry["ratio_no_allowed_by"] = ratios(entry["no_allowed_by"], entry["handwritten"])
             # more partitions than the runs: the comparison shuffles both whole tables
             partitions = max(args.partitions, size.requests // 250_000)
             entry["agreement"] = agreement(runs, args.driver_memory, partitions, args.timeout)
@@ -595,6 +610,7 @@ def table(entries: Sequence[dict[str, Any]]) -> str:
         "wall | of which start-up | peak RSS (JVM) | ratio | ratio w/o start-up | disagreements | load |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    lean = [e for e in entries if "no_allowed_by" in e]
     for e in entries:
         p, h = e["pipeline"], e.get("handwritten")
         size = e["size"]
@@ -620,6 +636,25 @@ def table(entries: Sequence[dict[str, Any]]) -> str:
             cells += ["–"] * 6
         cells.append(f"{e['loadavg_start'][0]:.1f}" if e.get("loadavg_start") else "–")
         out.append("| " + " | ".join(cells) + " |")
+    if lean:
+        out += [
+            "",
+            "| requests | pipeline wall | --no-allowed-by wall | hand-written wall | ratio | ratio, --no-allowed-by |",
+            "|---:|---:|---:|---:|---:|---:|",
+        ]
+        for e in lean:
+            p, n, h = e["pipeline"], e["no_allowed_by"], e.get("handwritten")
+            ratio, slim = e.get("ratio", {}), e.get("ratio_no_allowed_by", {})
+            out.append(
+                "| " + " | ".join([
+                    f"{e['size']['requests']:,}",
+                    f"{p['wall_s']:.1f} s",
+                    f"{n['wall_s']:.1f} s" + ("" if n["returncode"] == 0 else f" (exit {n['returncode']})"),
+                    f"{h['wall_s']:.1f} s" if h else "–",
+                    f"{ratio['wall']:.2f}×" if ratio else "–",
+                    f"{slim['wall']:.2f}×" if slim else "–",
+                ]) + " |"
+            )  # fmt: skip
     lp = [e for e in entries if "unused" in e]
     if lp:
         out += [
@@ -645,7 +680,7 @@ def table(entries: Sequence[dict[str, Any]]) -> str:
                 ]) + " |"
             )  # fmt: skip
     for e in entries:
-        for side in ("pipeline", "handwritten", "unused"):
+        for side in ("pipeline", "no_allowed_by", "handwritten", "unused"):
             if side not in e:
                 continue
             spent = sorted(e[side]["phases_s"].items(), key=lambda kv: -kv[1])
@@ -680,6 +715,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--handwritten-adaptive", action="store_true", help="run the hand-written query with adaptive execution on"
     )
     parser.add_argument("--no-unused", action="store_true", help="leave out privilog pipeline unused")
+    parser.add_argument(
+        "--no-allowed-by",
+        action="store_true",
+        help="also time pipeline decide --no-allowed-by: the hand-written query's columns, no grant named per request",
+    )
     parser.add_argument("--keep", action="store_true", help="keep both decision tables (under --data/runs)")
     parser.add_argument("--report", action="store_true", help="print the table of every entry in --out; run nothing")
     args = parser.parse_args(argv)

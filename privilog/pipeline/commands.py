@@ -17,7 +17,7 @@ from privilog import dsl
 from privilog.engine.ids import DEFAULT_INSTANCE
 from privilog.pipeline.catalog import MODES
 from privilog.pipeline.context import load_inputs, load_world, running, world_counts
-from privilog.pipeline.evaluate import decide_all, visibility
+from privilog.pipeline.evaluate import ALLOWED_BY_TYPE, decide_all, visibility
 from privilog.pipeline.inputs import Vocabulary, check_requests, number_requests
 from privilog.pipeline.show import render_summary
 from privilog.pipeline.tables import (
@@ -42,8 +42,11 @@ def cmd_decide(args: argparse.Namespace) -> int:
         vocabulary = Vocabulary(policy, context.instance)
         engine = context.engine(policy)
         deployment, requests = load_inputs(context, vocabulary, args)
-        decided = decide_all(context.spark, engine, deployment, requests, context.progress)
+        witnesses = not args.no_allowed_by
+        decided = decide_all(context.spark, engine, deployment, requests, context.progress, witnesses=witnesses)
         table = decided.table.drop("rid")  # kept already: written, then counted
+        if not witnesses:  # the same columns either way: a catalog table takes both runs' rows
+            table = table.withColumn("allowed_by", F.lit(None).cast(ALLOWED_BY_TYPE))
         written = context.write("decisions", table)
         rejects = context.write_rejects()
         context.progress("counting decisions by operation")
@@ -52,7 +55,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
         used["requests"] = written.rows
         rejected["requests"] = rejects.where(F.col("table") == "requests").count()
         inputs = context.balanced(used, rejected)
-        context.finish([(args.policy, policy)], inputs, summary=summary)
+        context.finish([(args.policy, policy)], inputs, summary=summary, allowed_by=witnesses)
         context.progress("done")
     allowed, denied = sum(s["allowed"] for s in summary), sum(s["denied"] for s in summary)
     print(render_summary(summary))
@@ -309,6 +312,12 @@ def register(sub: Any) -> None:
         "requirement with the entities it lacks) and OUT/rejects.",
     )
     common(q, requests=True)
+    q.add_argument(
+        "--no-allowed-by",
+        action="store_true",
+        help="leave allowed_by empty (null): the decisions and unmet requirements alone, without finding and "
+        "naming a grant behind each allowed request (about a sixth less time at 10^6 requests)",
+    )
     q.set_defaults(run=_reported(cmd_decide))
     q = commands.add_parser(
         "visibility",

@@ -333,6 +333,30 @@ def test_decide_records_the_run_in_run_json(decided: Decided, deployment: Deploy
     assert {p.name for p in decided.out_folder.parent.iterdir()} <= {"out", ".out.lock"}
 
 
+def test_no_allowed_by_decides_the_same_with_the_same_columns_and_says_so(
+    decided: Decided, deployment: Deployment, spark: SparkSession, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    argv = ["pipeline", "decide", *deployment.paths("csv", *TABLES), "--out", str(out), "--quiet", "--no-allowed-by"]
+    code, printed = _main(argv)
+    assert code == decided.code
+    # the same counts by operation and in all; the last line names the run's folder
+    assert printed.replace(str(out), "OUT") == decided.out.replace(str(decided.out_folder), "OUT")
+    lean = spark.read.parquet(str(out / "decisions"))
+    full = spark.read.parquet(str(decided.out_folder / "decisions"))
+    assert lean.schema == full.schema, "one table's schema: a catalog table takes both kinds of run"
+    rows = [row.asDict(recursive=True) for row in lean.collect()]
+    assert all(row["allowed_by"] is None for row in rows)
+    assert any(row["allowed_by"] for row in decided.decisions), "the default run names grants"
+
+    def without_grants(table: list[dict[str, Any]]) -> collections.Counter[str]:
+        return collections.Counter(json.dumps({**r, "allowed_by": None}, sort_keys=True, default=str) for r in table)
+
+    assert without_grants(rows) == without_grants(decided.decisions)
+    assert json.loads((out / "run.json").read_text())["allowed_by"] is False
+    assert json.loads((decided.out_folder / "run.json").read_text())["allowed_by"] is True
+
+
 def test_decide_prints_allowed_denied_and_unmet_per_operation(decided: Decided) -> None:
     counts = collections.Counter((r["operation"], r["decision"]) for r in decided.decisions)
     unmet = collections.Counter(
