@@ -34,7 +34,7 @@ DECIDE_OUTPUTS = ("allowed", "applies", "met", "lacking")
 # A policy with `by NAME` options: the requirements its rules meet, which no `met` row says.
 BY_RULES_OUTPUT = "satisfied"
 BYPASS_OUTPUT = "bypass"  # bypass(R, WHY): what let an allowed request through whatever it lacks
-# The decisions' allowed_by column (decisions, _allowed_by): null for each request when not asked for.
+# The type of the allowed_by column _allowed_by builds: `pipeline decide --no-allowed-by` writes it null.
 ALLOWED_BY_TYPE = "array<struct<requirement:string,principal:string,action:string,entity:string>>"
 # And what least privilege reads besides (engine.justify): an "every" requirement's covered entities, held.
 JUSTIFY_OUTPUTS = (*DECIDE_OUTPUTS, "covered", "held")
