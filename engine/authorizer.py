@@ -21,7 +21,19 @@ from privilog.dsl.format import format_alternatives
 from privilog.dsl.ir import Operation, Policy, Requirement, Scope, Verb
 from privilog.dsl.limits import LIST_ARGUMENT, WORLD_ENTRIES, LimitError
 from privilog.engine.backends import Backend, make_backend
-from privilog.engine.decision import Change, Decision, GrantChange, MembershipChange, Outcome, Request, Visible, Witness
+from privilog.engine.decision import (
+    Change,
+    Decision,
+    Denial,
+    GrantChange,
+    MembershipChange,
+    Outcome,
+    Request,
+    RevokeChange,
+    Visible,
+    Witness,
+)
+from privilog.engine.denial import Changes, Rules, denials, deny_rules, premise_changes, taking_away
 from privilog.engine.facts import name_rows, within_rows, world_facts
 from privilog.engine.ids import ENTITY_TYPES, EntityId, IdError, parent_type, parse_principal
 from privilog.engine.inventory import Inventory
@@ -89,6 +101,8 @@ class Authorizer:
         self._counter = itertools.count()
         self._deciders: dict[str, Decider | None] = {}
         self._arguments: dict[tuple[object, ...], Mapping[str, str]] = {}  # checked arguments, by what was given
+        self._denying = deny_rules(self.program)  # the policy's own `denied` rules (most policies: none)
+        self._proof_rules: Rules | None = None  # what a proof of a denial reads, made when first needed
         self.refresh()
 
     # ---- world ---------------------------------------------------------------------
@@ -596,13 +610,15 @@ class Authorizer:
         decision = Decision(request, allowed, tuple(outcomes), self.policy.name, bypassed=bypassed)
         if allowed or not explain_denials:
             return decision
+        denied_by = self.denials(request)
         return Decision(
             request,
             False,
             decision.outcomes,
             self.policy.name,
-            fixes=self._fixes(request, decision.unmet),
+            fixes=self._taking_away(request, denied_by) if denied_by else self._fixes(request, decision.unmet),
             remaining=self._remaining(request, decision.unmet),
+            denied_by=denied_by,
         )
 
     def _outcome(
@@ -695,6 +711,81 @@ class Authorizer:
                         following.append(parent)
             frontier = following
         return previous
+
+    # ---- the policy's own deny rules ----------------------------------------------------
+
+    def denials(self, request: Request) -> tuple[Denial, ...]:
+        """The policy's own `denied` rules that hold for a request, each with a proof (engine.denial)."""
+        if not self._denying:
+            return ()
+        if self._proof_rules is None:
+            self._proof_rules = Rules.of(self.program)
+        with self.asserted([request]) as ids:
+            (rid,) = ids
+            return denials(self._proof_rules, self.backend, rid, self._denying)
+
+    def _taking_away(self, request: Request, denied_by: tuple[Denial, ...]) -> tuple[tuple[Change, ...], ...]:
+        """The smallest sets of world changes found that allow a request a rule of the policy denies:
+        premises taken away (a membership removed, a grant revoked), and what that leaves unmet met.
+        Each is verified: the request is decided again with it made."""
+        found = taking_away(self._next_steps(request, denied_by, ()), lambda c: self._attempt(request, c))
+        found.sort(key=lambda c: (sum(isinstance(x, MembershipChange) for x in c), sorted(map(str, c))))
+        return tuple(tuple(sorted(c, key=str)) for c in found[:MAX_FIXES])
+
+    def _next_steps(self, request: Request, denied_by: tuple[Denial, ...], unmet: tuple[Outcome, ...]) -> list[Changes]:
+        """What may be changed next: a premise of a denial taken away (none when some denial rests on
+        nothing the world can change), or a way to meet every unmet requirement."""
+        taken = [premise_changes(d) for d in denied_by]
+        if any(not changes for changes in taken):
+            return []
+        steps: list[Changes] = [frozenset({c}) for changes in taken for c in changes]
+        if unmet:
+            steps += [frozenset(fix) for fix in self._fixes(request, unmet)]
+        return steps
+
+    def _attempt(self, request: Request, changes: Changes) -> tuple[bool, list[Changes]]:
+        """Decide a request with ``changes`` made in the backend for the moment: allowed, and what
+        may be changed next."""
+        with self._tentatively(changes):
+            ids, answers = self._evaluate([request])
+            (rid,) = ids
+            decision = self._decision(rid, request, answers, explain_denials=False)
+            if decision.allowed:
+                return True, []
+            return False, self._next_steps(request, self.denials(request), decision.unmet)
+
+    @contextmanager
+    def _tentatively(self, changes: Changes) -> Iterator[None]:
+        """The backend with ``changes`` made while the block runs, put back as it was after (the world,
+        and the facts kept for refresh, are not touched)."""
+        added: dict[str, set[Row]] = {}
+        removed: dict[str, set[Row]] = {}
+        for change in changes:
+            if isinstance(change, GrantChange | RevokeChange):
+                target = added if isinstance(change, GrantChange) else removed
+                target.setdefault("grant", set()).add((change.principal, change.action, str(change.entity)))
+                if isinstance(change, GrantChange) and self._uses_within:
+                    added.setdefault("within", set()).update(within_rows({change.entity}, self.world.instance))
+            else:
+                target = added if isinstance(change, MembershipChange) else removed
+                target.setdefault("member_of", set()).add((change.principal, change.group))
+        added = {r: rows - self._facts.get(r, set()) for r, rows in added.items()}
+        removed = {r: rows & self._facts.get(r, set()) for r, rows in removed.items()}
+        for relation, rows in removed.items():
+            if rows:
+                self.backend.remove(relation, rows)
+        for relation, rows in added.items():
+            if rows:
+                self.backend.add(relation, rows)
+        try:
+            yield
+        finally:
+            for relation, rows in added.items():
+                if rows:
+                    self.backend.remove(relation, rows)
+            for relation, rows in removed.items():
+                if rows:
+                    self.backend.add(relation, rows)
 
     # ---- what would allow it -------------------------------------------------------
 

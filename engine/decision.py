@@ -2,8 +2,11 @@
 
 An allowed decision carries, for each requirement, the grant that met it (and
 the membership and descendant path through which it counts). A denied one
-carries every unmet requirement and the smallest sets of changes (grants, or
-joining a group that already holds what is needed) that would allow it.
+carries every unmet requirement, the policy's own `denied` rules that hold for
+it (each with the facts that make it hold, as a tree: :class:`Denial`), and the
+smallest sets of changes (grants, joining a group that already holds what is
+needed, or taking away a membership or a grant a denying rule rests on) that
+would allow it.
 """
 
 from __future__ import annotations
@@ -124,7 +127,109 @@ class MembershipChange:
         return {"member": {"principal": self.principal, "group": self.group}}
 
 
-Change = GrantChange | MembershipChange
+@dataclass(frozen=True, order=True)
+class RevokeChange:
+    """Revoking ``action`` on ``entity`` from ``principal``: a grant a denying rule rests on."""
+
+    principal: str
+    action: str
+    entity: EntityId
+
+    def __str__(self) -> str:
+        return f"revoke {self.action} on {self.entity} from {self.principal}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"revoke": {"principal": self.principal, "action": self.action, "entity": str(self.entity)}}
+
+
+@dataclass(frozen=True, order=True)
+class RemoveMemberChange:
+    """Taking ``principal`` out of ``group``: a membership a denying rule rests on."""
+
+    principal: str
+    group: str
+
+    def __str__(self) -> str:
+        return f"remove {self.principal} from {self.group}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"remove_member": {"principal": self.principal, "group": self.group}}
+
+
+Change = GrantChange | MembershipChange | RevokeChange | RemoveMemberChange
+
+
+# Where a premise of a denial comes from (Premise.source).
+WORLD = "world"  # a fact of the world: a grant, a membership, the hierarchy, a setting
+REQUEST = "request"  # a fact of the request under decision (`request`, `request_arg`)
+WRITTEN = "policy"  # a fact the policy writes, at its place
+TABLE = "table"  # a fact of the policy's operation tables (`operation`, `requires`, `guard`)
+DERIVED = "rule"  # derived by a rule of the policy (or the prelude), from its own premises
+ABSENT = "absent"  # a negated literal: no row holds
+COMPARED = "comparison"  # a comparison that holds
+UNTRACED = "untraced"  # derived, but the search stopped at its bound before tracing it
+
+# The request's own id (``r17``), as a premise shows it: a request has no other name in the rules.
+REQUEST_ID_SHOWN = "R"
+
+
+@dataclass(frozen=True)
+class Premise:
+    """A literal of a rule's body, grounded, and why it holds.
+
+    ``fact`` is the grounded literal as the policy would write it (``blocked(user:eve)``,
+    ``not trusted(user:eve)``, ``user:eve != user:root``); ``values`` are its columns (the
+    request's id shown as ``R``). A fact derived by a rule (``source`` ``rule``) names the
+    rule, its place (``at``, FILE:LINE) and the premises that make its body hold; a fact the
+    policy writes names its place.
+    """
+
+    fact: str
+    source: str
+    relation: str = ""
+    values: tuple[str, ...] = ()
+    rule: str = ""
+    at: str = ""
+    premises: tuple[Premise, ...] = ()
+
+    def walk(self) -> tuple[Premise, ...]:
+        """This premise and every premise under it, depth first."""
+        return (self, *(p for premise in self.premises for p in premise.walk()))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"fact": self.fact, "source": self.source}
+        if self.relation:
+            out["relation"] = self.relation
+            out["values"] = list(self.values)
+        if self.rule:
+            out["rule"] = self.rule
+        if self.at:
+            out["at"] = self.at
+        if self.premises:
+            out["premises"] = [p.to_json() for p in self.premises]
+        return out
+
+
+@dataclass(frozen=True)
+class Denial:
+    """A `denied` rule of the policy that holds for the request: the rule as the policy writes it,
+    its place (FILE:LINE), and the grounded premises of its body (a proof, each derived premise
+    down to facts of the world, the request and the policy)."""
+
+    rule: str
+    at: str
+    premises: tuple[Premise, ...] = ()
+
+    def walk(self) -> tuple[Premise, ...]:
+        """Every premise of the proof, depth first."""
+        return tuple(p for premise in self.premises for p in premise.walk())
+
+    def written(self) -> tuple[Premise, ...]:
+        """The facts the policy writes that the proof rests on (retracting one takes a premise away)."""
+        return tuple(dict.fromkeys(p for p in self.walk() if p.source == WRITTEN))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rule": self.rule, "at": self.at, "premises": [p.to_json() for p in self.premises]}
 
 
 @dataclass(frozen=True)
@@ -158,7 +263,7 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Decision:
-    """Allow or deny, with the proof or the unmet requirements and the fixes."""
+    """Allow or deny, with the proof, or the unmet requirements, the denying rules and the fixes."""
 
     request: Request
     allowed: bool
@@ -168,20 +273,26 @@ class Decision:
     remaining: tuple[EntityId, ...] = field(default=())  # a partial delete leaves these
     # why a bypass let the request through whatever it lacks (the prelude's `bypass` reasons)
     bypassed: tuple[str, ...] = ()
+    # the policy's own `denied` rules that hold for the request, each with its proof
+    denied_by: tuple[Denial, ...] = ()
 
     @property
     def unmet(self) -> tuple[Outcome, ...]:
         return tuple(o for o in self.outcomes if o.applies and not o.met)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "request": self.request.to_json(),
-            "decision": "allow" if self.allowed else "deny",
-            "policy": self.policy,
-            "requirements": [o.to_json() for o in self.outcomes],
-            "fixes": [[c.to_json() for c in fix] for fix in self.fixes],
-            "remaining": [str(e) for e in self.remaining],
-        } | ({"bypass": list(self.bypassed)} if self.bypassed else {})
+        return (
+            {
+                "request": self.request.to_json(),
+                "decision": "allow" if self.allowed else "deny",
+                "policy": self.policy,
+                "requirements": [o.to_json() for o in self.outcomes],
+                "fixes": [[c.to_json() for c in fix] for fix in self.fixes],
+                "remaining": [str(e) for e in self.remaining],
+            }
+            | ({"bypass": list(self.bypassed)} if self.bypassed else {})
+            | ({"denied_by": [d.to_json() for d in self.denied_by]} if self.denied_by else {})
+        )
 
 
 @dataclass(frozen=True)
