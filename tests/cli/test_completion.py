@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -34,9 +31,6 @@ def complete(line: str) -> list[str]:
     )
     assert done.returncode == 0, done.stderr
     return sorted(word.strip() for word in done.stdout.splitlines() if word.strip())
-
-
-pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 
 
 def test_commands_and_subcommands_complete() -> None:

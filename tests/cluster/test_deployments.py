@@ -25,14 +25,16 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+# The test extra installs these (grpc is Spark Connect's client, from pyspark[connect]): without them the
+# module fails, it is not skipped.
+import grpc  # noqa: F401
+import pyarrow
+import pyarrow.parquet
+import pyspark  # noqa: F401
 import pytest
 
 from tests.cluster.servers import ConnectServer, Standalone, free_port, spark_env, start_connect, start_standalone
 
-pytest.importorskip("pyspark")
-pyarrow = pytest.importorskip("pyarrow")
-pytest.importorskip("pyarrow.parquet")
-pytest.importorskip("grpc")  # Spark Connect's client (pyspark[connect], in the test extra)
 pytestmark = pytest.mark.slow
 
 # The generated log, cut to operations that between them need every kind of rule: ADMIN on every
@@ -326,4 +328,3 @@ def test_spark_servers_are_stopped_with_their_process_groups(folder: Path) -> No
     server.stop()
     assert server.process.poll() is not None
     assert not group_alive(group)
-

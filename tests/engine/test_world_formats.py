@@ -361,8 +361,9 @@ def test_parquet_without_pyarrow_says_what_to_install(tmp_path: Path, monkeypatc
 
 
 def test_parquet_tables(tmp_path: Path, sample: World) -> None:
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     for table, rows in sample_tables(sample).items():
         columns = list(zip(*rows, strict=True)) if rows else [[] for _ in COLUMNS[table]]
         pq.write_table(pa.table(dict(zip(COLUMNS[table], columns, strict=True))), tmp_path / f"{table}.parquet")

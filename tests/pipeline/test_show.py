@@ -15,13 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from privilog.cli import main
 from privilog.pipeline.runs import Output, Staging
-
-pa = pytest.importorskip("pyarrow")
-import pyarrow.parquet as pq  # noqa: E402  (after the skip when pyarrow is absent)
 
 ROOT = Path(__file__).resolve().parents[2]
 

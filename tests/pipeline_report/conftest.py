@@ -15,15 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from privilog.cli import main
 from privilog.pipeline.runs import KIND, MANIFEST, VERSION
 from tests.pipeline_report.browser import Chromium, Page, find_chromium
 from tests.pipeline_report.png import read_png
-
-pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
 
 UNMET = pa.list_(pa.struct([("requirement", pa.string()), ("text", pa.string()), ("lacking", pa.list_(pa.string()))]))
 SCHEMAS = {
@@ -127,8 +126,8 @@ def report(*argv: str) -> tuple[int, str, str]:
 def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chromium]:
     """One headless Chromium for the module (Debian's chromium package; .ci/run installs it)."""
     executable = find_chromium()
-    if executable is None:
-        pytest.skip("Debian's chromium is not installed: apt-get install -y chromium (.ci/run installs it)")
+    if executable is None:  # a failure, not a skip: without a browser these tests would prove nothing
+        pytest.fail("Debian's chromium is not installed: apt-get install -y chromium (.ci/run installs it)")
     profile = tmp_path_factory.mktemp("chromium") / "profile"
     profile.mkdir()
     browser = Chromium(executable, profile)

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow.parquet as pq
+import pyspark  # noqa: F401  (the test extra installs it: without it the module fails, it is not skipped)
 import pytest
 
 from privilog.cli import main
@@ -29,8 +31,6 @@ from tests.pipeline_report.conftest import Shown, number, report, rgb, show
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytest.importorskip("pyspark")
-pq = pytest.importorskip("pyarrow.parquet")
 pytestmark = pytest.mark.slow
 
 TABLES = ("entities", "grants", "members", "requests")

@@ -21,6 +21,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import pyspark  # noqa: F401  (the test extra installs it: without it the module fails, it is not skipped)
 import pytest
 from privilog.engine.authorizer import Authorizer, RequestError
 from privilog.engine.backends.pydatalog import PyDatalogBackend
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from conftest import Batch
     from pyspark.sql import SparkSession
 
-pytest.importorskip("pyspark")
 pytestmark = pytest.mark.slow
 
 POLICIES = ["cdap", "cdap-draft", "cdap-draft-revised", "cdap-4.2", "cdap-proposed"]

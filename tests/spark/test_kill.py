@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pyspark  # noqa: F401  (the test extra installs it: without it the module fails, it is not skipped)
 import pytest
 
 from privilog.cli import main
@@ -36,7 +37,6 @@ from privilog.pipeline.runs import HOLD, open_run
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytest.importorskip("pyspark")
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyspark  # noqa: F401  (the test extra installs it: without it the module fails, it is not skipped)
 import pytest
 
 from privilog.cli import main
@@ -25,7 +26,6 @@ from privilog.pipeline.generate import TABLES, table_path
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytest.importorskip("pyspark")
 pytestmark = pytest.mark.slow
 
 REQUESTS = 1500
