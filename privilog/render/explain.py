@@ -8,11 +8,39 @@ files in tests/golden.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from privilog.engine.decision import Change, Decision, MembershipChange, Outcome, Visible, Witness
+from privilog.engine.decision import (
+    ABSENT,
+    COMPARED,
+    DERIVED,
+    REQUEST,
+    TABLE,
+    UNTRACED,
+    WORLD,
+    WRITTEN,
+    Change,
+    Decision,
+    Denial,
+    GrantChange,
+    MembershipChange,
+    Outcome,
+    Premise,
+    Visible,
+    Witness,
+)
 from privilog.engine.who import Who
 
 MAX_LISTED = 12
+# Why a premise of a denial holds, by where it comes from (engine.decision.Premise.source).
+_HOLDS = {
+    WORLD: "in the world",
+    REQUEST: "the request",
+    TABLE: "the policy's operation tables",
+    ABSENT: "holds: no such fact",
+    COMPARED: "holds",
+    UNTRACED: "derived (not traced further: the search stopped at its bound)",
+}
 
 
 def _join(words: Sequence[str]) -> str:
@@ -89,29 +117,69 @@ def _outcome_lines(decision: Decision, outcome: Outcome) -> tuple[str, list[str]
     return f"{label}: UNMET", details
 
 
-def _tree(lines: list[tuple[str, list[str]]]) -> list[str]:
+@dataclass(frozen=True)
+class Branch:
+    """A line of a tree and the lines under it."""
+
+    text: str
+    children: tuple[Branch, ...] = ()
+
+
+def _tree(branches: Sequence[Branch], indent: str = "") -> list[str]:
+    """Branches drawn with box-drawing lines, each child under its parent."""
     out = []
-    for index, (head, children) in enumerate(lines):
-        last = index == len(lines) - 1
-        out.append(("└─ " if last else "├─ ") + head)
-        for child_index, child in enumerate(children):
-            bar = "   " if last else "│  "
-            out.append(bar + ("└─ " if child_index == len(children) - 1 else "├─ ") + child)
+    for index, branch in enumerate(branches):
+        last = index == len(branches) - 1
+        out.append(indent + ("└─ " if last else "├─ ") + branch.text)
+        out += _tree(branch.children, indent + ("   " if last else "│  "))
     return out
 
 
+def _outcome_branch(decision: Decision, outcome: Outcome) -> Branch:
+    head, details = _outcome_lines(decision, outcome)
+    return Branch(head, tuple(Branch(d) for d in details))
+
+
+def denial_sentence(denial: Denial) -> str:
+    """``denied by the policy's rule denied(R) :- request(R, P, _, _), blocked(P) (deny.policy:5)``."""
+    return f"denied by the policy's rule {denial.rule} ({denial.at})"
+
+
+def premise_sentence(premise: Premise) -> str:
+    """A premise of a denial and why it holds: ``member_of(user:eve, group:bad): in the world``."""
+    if premise.source == DERIVED:
+        why = f"by the rule {premise.rule} ({premise.at})"
+    elif premise.source == WRITTEN:
+        why = f"the policy's fact ({premise.at})" if premise.at else "written in the policy"
+    else:
+        why = _HOLDS.get(premise.source, premise.source)
+    return f"{premise.fact}: {why}"
+
+
+def _premise_branch(premise: Premise) -> Branch:
+    return Branch(premise_sentence(premise), tuple(_premise_branch(p) for p in premise.premises))
+
+
+def denial_branch(denial: Denial) -> Branch:
+    """A denying rule and, under it, the facts that make it hold, each derived one with its own."""
+    return Branch(denial_sentence(denial), tuple(_premise_branch(p) for p in denial.premises))
+
+
 def fix_sentence(fix: Sequence[Change]) -> str:
-    """One way to allow a request, grants to one principal of one action grouped together."""
+    """One way to allow a request: what is taken away first, then grants to one principal of one
+    action grouped together, then groups to join."""
     grouped: dict[tuple[str, str], list[str]] = {}
-    parts: list[str] = []
+    taken: list[str] = []
+    joined: list[str] = []
     for change in fix:
         if isinstance(change, MembershipChange):
-            parts.append(f"{change}, which already holds what is needed")
-        else:
+            joined.append(f"{change}, which already holds what is needed")
+        elif isinstance(change, GrantChange):
             grouped.setdefault((change.principal, change.action), []).append(str(change.entity))
-    for (principal, action), entities in grouped.items():
-        parts.insert(0, f"grant {action} on {_entities(entities)} to {principal}")
-    return "; ".join(parts)
+        else:
+            taken.append(str(change))
+    granted = [f"grant {action} on {_entities(es)} to {principal}" for (principal, action), es in grouped.items()]
+    return "; ".join([*taken, *reversed(granted), *joined])  # the grants last grouped first, as always
 
 
 def render_decision(decision: Decision) -> str:
@@ -120,9 +188,11 @@ def render_decision(decision: Decision) -> str:
     lines = [f"{verdict} {decision.request}  (policy {decision.policy})"]
     if decision.bypassed:
         lines.append(f"   let through by a bypass ({', '.join(decision.bypassed)}), whatever it lacks:")
-    if not decision.outcomes:
-        lines.append("└─ the operation requires nothing")
-    lines += _tree([_outcome_lines(decision, o) for o in decision.outcomes])
+    branches = [_outcome_branch(decision, o) for o in decision.outcomes]
+    if not decision.outcomes and not decision.denied_by:
+        branches.append(Branch("the operation requires nothing"))
+    branches += [denial_branch(d) for d in decision.denied_by]
+    lines += _tree(branches)
     if not decision.allowed:
         lines += render_fixes(decision)
         if decision.remaining:
@@ -133,9 +203,13 @@ def render_decision(decision: Decision) -> str:
 
 
 def render_fixes(decision: Decision) -> list[str]:
+    """What would allow a denied request, each way verified; for a denial by the policy's own rule,
+    the changes that take its premises away (and the policy's facts it rests on)."""
     if decision.allowed:
         return []
     if not decision.fixes:
+        if decision.denied_by:
+            return _policy_changes(decision, found=False)
         if any(o.missing_arguments for o in decision.unmet):
             return ["No change of grants allows it: the request is missing an argument it needs."]
         return ["No change of grants or memberships allows it."]
@@ -146,7 +220,26 @@ def render_fixes(decision: Decision) -> list[str]:
     lines = [head]
     for index, fix in enumerate(decision.fixes, start=1):
         lines.append(f"  {index}. {fix_sentence(fix)}")
-    return lines
+    return lines + _policy_changes(decision, found=True)
+
+
+def _policy_changes(decision: Decision, found: bool) -> list[str]:
+    """The facts of the policy the denials rest on, to retract; or, with none and no change of the
+    world found, that nothing found takes the denying rules' premises away."""
+    written = list(dict.fromkeys(p for d in decision.denied_by for p in d.written()))
+    if written:
+        facts = _join([f"{p.fact} ({p.at})" if p.at else p.fact for p in written])
+        what = f"its fact {facts}" if len(written) == 1 else f"one of its facts {facts}"
+        lead = (
+            "A change of the policy takes a premise away too"
+            if found
+            else "Taking a premise away needs a change of the policy"
+        )
+        return [f"{lead}: retract {what}."]
+    if found:
+        return []
+    rules = "rule" if len(decision.denied_by) == 1 else "rules"
+    return [f"No change of grants or memberships found takes away a premise of the denying {rules}."]
 
 
 def render_short(decision: Decision) -> str:
@@ -154,8 +247,9 @@ def render_short(decision: Decision) -> str:
     if decision.allowed:
         bypass = f" (bypass: {', '.join(decision.bypassed)})" if decision.bypassed else ""
         return f"ALLOW {decision.request}{bypass}"
-    unmet = "; ".join(o.text for o in decision.unmet) or "the operation does not apply to this entity"
-    return f"DENY {decision.request}: unmet: {unmet}"
+    reasons = [f"unmet: {'; '.join(o.text for o in decision.unmet)}"] if decision.unmet else []
+    reasons += [denial_sentence(d) for d in decision.denied_by]
+    return f"DENY {decision.request}: {'; '.join(reasons) or 'unmet: the operation does not apply to this entity'}"
 
 
 def render_visible(principal: str, shown: Sequence[Visible]) -> str:

@@ -3,7 +3,8 @@
 ``privilog why --format dot|svg|png`` draws a decision: for an allow, each
 requirement and the grant that met it, the membership chain from the requester
 to the grant's holder, and the chain of entities from the granted one to the
-requested one; for a deny, the unmet requirements and what would allow it.
+requested one; for a deny, the unmet requirements, the policy's rules that deny it
+(each with the facts that make it hold), and what would allow it.
 ``privilog graph`` draws a world: the entity hierarchy, the grants (of one
 principal, directly or through its groups, with ``--principal``) and the
 entities they make visible.
@@ -21,10 +22,10 @@ from collections.abc import Iterable, Sequence
 import graphviz
 
 from privilog.dsl.errors import OneLineError
-from privilog.engine.decision import Decision, Outcome, Visible, Witness
+from privilog.engine.decision import Decision, Denial, Outcome, Premise, Visible, Witness
 from privilog.engine.ids import EntityId
 from privilog.engine.world import Grant, World
-from privilog.render.explain import render_fixes
+from privilog.render.explain import premise_sentence, render_fixes
 
 FORMATS = ("dot", "svg", "png")
 
@@ -121,9 +122,32 @@ def decision_dot(decision: Decision) -> str:
         picture.edge(request, requirement, "requires")
         for witness in outcome.witnesses:
             _proof(picture, requirement, decision.request.principal, witness)
+    for index, denial in enumerate(decision.denied_by):
+        _denial(picture, request, index, denial)
     if not decision.allowed:
         _fixes(picture, request, decision)
     return picture.source()
+
+
+def _denial(picture: _Picture, request: str, index: int, denial: Denial) -> None:
+    """request → the policy's rule that denies it → each premise of its proof, down to the facts."""
+    rule = picture.node(
+        f"denial {index}",
+        f"the policy's rule\\n{denial.rule}\\n({denial.at})",
+        color=DENY,
+        fontcolor=DENY,
+        fillcolor=FILL["deny"],
+        penwidth="2",
+    )
+    picture.edge(request, rule, "denied by")
+    _premises(picture, rule, denial.premises)
+
+
+def _premises(picture: _Picture, parent: str, premises: Sequence[Premise]) -> None:
+    for premise in premises:
+        node = picture.node(f"premise {premise.fact}", premise_sentence(premise), fillcolor=FILL["requirement"])
+        picture.edge(parent, node, "because")
+        _premises(picture, node, premise.premises)
 
 
 def _requirement(picture: _Picture, index: int, outcome: Outcome, principal: str) -> str:

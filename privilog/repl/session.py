@@ -42,7 +42,15 @@ from privilog.dsl.errors import PolicyError, PolicyErrors, PrivilogError, did_yo
 from privilog.dsl.files import read_policy_text
 from privilog.dsl.ir import Policy
 from privilog.engine.authorizer import Authorizer
-from privilog.engine.decision import Change, Decision, GrantChange, MembershipChange, Request, gathered
+from privilog.engine.decision import (
+    Change,
+    Decision,
+    GrantChange,
+    MembershipChange,
+    RemoveMemberChange,
+    Request,
+    gathered,
+)
 from privilog.engine.ids import EntityId, IdError, parse_principal
 from privilog.engine.query import EXAMPLE as QUERY_EXAMPLE
 from privilog.engine.query import Budget, QueryLimit, answer, parse_query, time_limit
@@ -98,14 +106,16 @@ COMMANDS: dict[str, Command] = {
             "why PRINCIPAL OPERATION ENTITY [NAME=VALUE]...",
             "the proof tree: each requirement and the grant, membership and descendant that met it",
             "why user:dave namespace.get namespace:marketing",
-            "For a denied request, the tree shows what is unmet and the smallest changes that would allow it.",
+            "For a denied request, the tree shows what is unmet, the policy's deny rules that hold (each\n"
+            "with the facts that make it hold) and the smallest changes that would allow it.",
         ),
         Command(
             "whynot",
             "whynot PRINCIPAL OPERATION ENTITY [NAME=VALUE]...",
             "what is missing, the smallest sets of grants that would allow it, and the commands to make them",
             "whynot user:bob dataset.read dataset:marketing.campaigns",
-            "When a group or role already holds what is needed, it says adding the principal to it is enough.",
+            "When a group or role already holds what is needed, it says adding the principal to it is enough;\n"
+            "when a rule of the policy denies it, the membership to remove or the grant to revoke it rests on.",
         ),
         Command(
             "list",
@@ -377,15 +387,21 @@ class Session:
 
     @staticmethod
     def _steps(fix: Sequence[Change], actor: str) -> list[str]:
+        """The session's commands that make a fix: what it takes away first (a denying rule's
+        premises), then the grants, one command a principal and action, then the groups to join."""
         grouped: dict[tuple[str, str], list[str]] = {}
-        steps = []
+        taken, joined = [], []
         for change in fix:
             if isinstance(change, GrantChange):
                 grouped.setdefault((change.principal, change.action), []).append(str(change.entity))
             elif isinstance(change, MembershipChange):
-                steps.append(f"member add {change.principal} {change.group} as {actor}")
+                joined.append(f"member add {change.principal} {change.group} as {actor}")
+            elif isinstance(change, RemoveMemberChange):
+                taken.append(f"member remove {change.principal} {change.group} as {actor}")
+            else:
+                taken.append(f"revoke {change.principal} {change.action} {change.entity} as {actor}")
         commands = [f"grant {p} {a} {' '.join(es)} as {actor}" for (p, a), es in grouped.items()]
-        return [*commands, *steps]
+        return [*taken, *commands, *joined]
 
     def _list(self, words: list[str]) -> str:
         within = None
