@@ -15,6 +15,7 @@ from privilog.cli import build_parser, main
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).parent / "explanations"
 SAMPLE = "privilog/samples/world.yaml"
+BLOCKLIST = ["--policy", "tests/golden/blocklist.policy"]
 
 CASES = {
     "why-allow-through-group-and-descendant": ["why", "user:dave", "namespace.get", "namespace:marketing"],
@@ -28,6 +29,10 @@ CASES = {
     ],
     "why-deploy-missing-artifact": ["why", "user:carol", "application.deploy", "application:sales.reports"],
     "why-deny-join-group-suggested": ["why", "user:erin", "dataset.read", "dataset:marketing.campaigns"],
+    # a request the policy's own rule denies: the rule, its proof, and what takes a premise away
+    "why-deny-rule-through-group": ["why", "user:dave", "dataset.read", "dataset:marketing.campaigns", *BLOCKLIST],
+    "why-deny-rule-policy-fact": ["why", "user:mallory", "dataset.read", "dataset:sales.orders", *BLOCKLIST],
+    "check-deny-rule": ["check", "user:dave", "dataset.read", "dataset:marketing.campaigns", *BLOCKLIST],
     "list-bob": ["list", "user:bob"],
     "list-nothing": ["list", "user:zoe", "dataset", "--in", "namespace:sales"],
 }
