@@ -24,12 +24,12 @@ negated, comes before it.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 from functools import cached_property
 
-from privilog.dsl.check import components
-from privilog.dsl.ir import Atom, Rule
+from privilog.dsl.check import components, strata
+from privilog.dsl.ir import Atom, Rule, Var
 from privilog.engine.program import Program
 
 WORLD_BASE = frozenset({"grant", "member_of", "child_of", "is_a", "admin", "matches", "config", "name_of", "within"})
@@ -94,6 +94,48 @@ class Analysis:
         return frozenset(
             name for c in self.components if c.kind is Kind.WORLD for name in c.relations if name not in wanted
         )
+
+
+# A policy names relations with letters, digits and `_`: a relation named so cannot be written.
+WRITTEN = "@written"
+
+
+def written_apart(program: Program) -> Program:
+    """The program with the facts a policy writes of a relation its rules also derive moved to a
+    base relation of their own, ``NAME@written``, and one rule ``NAME(X1, ...) :- NAME@written(X1, ...)``.
+
+    A bottom-up evaluator derives a relation's rows from its rules, into a fresh relation, and
+    maintains them by deleting and rederiving: the facts written beside those rules would be
+    lost, or deleted with nothing to rederive them (``blocked(user:mallory).`` beside
+    ``blocked(P) :- member_of(P, G), blocked(G).``). Apart, they are base facts like the world's,
+    and every backend that evaluates bottom-up (compiled, Spark) sees one program where each
+    relation is either given or derived, never both.
+
+    >>> from privilog import dsl
+    >>> from privilog.engine.program import compile_policy
+    >>> policy = dsl.parse_policy('orbits("earth", "sun").\\norbits(X, Y) :- orbits(X, Z), orbits(Z, Y).')
+    >>> apart = written_apart(compile_policy(policy))
+    >>> sorted(apart.facts["orbits@written"]), "orbits" in apart.facts
+    ([('earth', 'sun')], False)
+    >>> [str(r.head.predicate) for r in apart.rules if r.head.predicate == "orbits"]
+    ['orbits', 'orbits']
+    """
+    derived = {r.head.predicate for r in program.rules}
+    both = sorted(name for name, rows in program.facts.items() if name in derived and rows)
+    if not both:
+        return program
+    facts = {name: rows for name, rows in program.facts.items() if name not in both}
+    relations = dict(program.relations)
+    rules = list(program.rules)
+    for name in both:
+        given = name + WRITTEN
+        facts[given] = program.facts[name]
+        relations[given] = arity = program.relations[name]
+        columns = tuple(Var(f"X{i}") for i in range(arity))
+        rules.append(Rule(Atom(name, columns), (Atom(given, columns),)))
+    return replace(
+        program, rules=tuple(rules), facts=facts, relations=relations, strata=tuple(tuple(s) for s in strata(rules))
+    )
 
 
 def analyse(program: Program) -> Analysis:

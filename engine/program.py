@@ -31,6 +31,10 @@ from privilog.dsl.ir import (
 Row = tuple[str, ...]
 
 
+# The relations a policy's tables compile to, as the prelude declares them.
+TABLE_ARITY = {"operation": 2, "requires": 5, "guard": 3}
+
+
 def requirement_id(op: Operation, index: int) -> str:
     """The id of an operation's ``index``-th requirement (1-based), e.g. ``namespace.delete#2``."""
     return f"{op.qualified}#{index}"
@@ -141,9 +145,7 @@ def reads(rules: Iterable[Rule], relation: str, facts: Mapping[str, Iterable[Row
                 return False
         return True
 
-    return any(
-        any(isinstance(b, Atom) and b.predicate == relation for b in r.body) and can_fire(r) for r in rules
-    )
+    return any(any(isinstance(b, Atom) and b.predicate == relation for b in r.body) and can_fire(r) for r in rules)
 
 
 def compile_policy(policy: Policy) -> Program:
@@ -154,6 +156,8 @@ def compile_policy(policy: Policy) -> Program:
         if not rule.body:
             facts.setdefault(rule.head.predicate, set()).add(tuple(str(t) for t in rule.head.terms))
     arity = {r.name: r.arity for r in policy.relations}
+    for name, columns in TABLE_ARITY.items():  # declared by the prelude; a policy without it has them too
+        arity.setdefault(name, columns)
     for rule in policy.rules:
         arity.setdefault(rule.head.predicate, len(rule.head.terms))
     return Program(

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from privilog.engine.analysis import Analysis, Kind, analyse
+from privilog.engine.analysis import Analysis, Kind, analyse, written_apart
 from privilog.engine.compiled.evaluate import Changes, Evaluator, Store
 from privilog.engine.compiled.relation import Relation
 from privilog.engine.program import Program, Row
@@ -33,6 +33,7 @@ class CompiledBackend:
     name = "compiled"
 
     def __init__(self, program: Program):
+        program = written_apart(program)
         self.program = program
         self.analysis: Analysis = analyse(program)
         self.store: Store = {}

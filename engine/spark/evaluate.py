@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 import networkx as nx
 from privilog.dsl.check import dependency_graph
 from privilog.dsl.ir import Atom, Comparison, Const, Rule, Var
+from privilog.engine.analysis import written_apart
 from privilog.engine.program import Program, Row
 from privilog.engine.spark.encoding import Dictionary
 from privilog.engine.spark.plan import (
@@ -128,6 +129,7 @@ class SparkEngine:
         settings: EngineSettings | None = None,
         progress: Progress | None = None,
     ):
+        program = written_apart(program)  # a relation is given or derived, never both
         self.program = program
         self.spark = spark
         self.settings = settings or EngineSettings()
