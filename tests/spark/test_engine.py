@@ -19,10 +19,14 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pyspark  # noqa: F401  (the test extra installs it: without it the module fails, it is not skipped)
 import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from privilog.dsl.ir import Atom, Rule
+from privilog.dsl.ir import Relation as IRRelation
 from privilog.engine.authorizer import Authorizer, RequestError
 from privilog.engine.backends.pydatalog import PyDatalogBackend
 from privilog.engine.facts import world_facts
@@ -30,6 +34,9 @@ from privilog.engine.program import Program, Row, compile_policy
 
 from privilog import dsl
 from privilog.api import load_world_for
+from tests.property import clingo_oracle
+from tests.property.programs import Program as GeneratedProgram
+from tests.property.programs import generic_programs
 
 if TYPE_CHECKING:
     from conftest import Batch
@@ -211,3 +218,71 @@ def test_each_module_has_a_jvm_of_its_own_with_the_memory_the_tests_ask_for(spar
     gigabytes = int(DRIVER_MEMORY.rstrip("g"))
     assert jvm.java.lang.Runtime.getRuntime().maxMemory() > (gigabytes - 1) * 2**30
     assert spark.conf.get("spark.sql.shuffle.partitions") == str(PARTITIONS)
+
+
+# ---- generated programs (tests/property/programs.py) ---------------------------------------
+
+PROGRAMS = 25  # drawn the same every run, evaluated in one Spark evaluation
+
+
+def _suffixed(rule: Rule, suffix: str) -> Rule:
+    def atom(a: Atom) -> Atom:
+        return replace(a, predicate=a.predicate + suffix)
+
+    return Rule(atom(rule.head), tuple(atom(b) if isinstance(b, Atom) else b for b in rule.body), rule.span)
+
+
+def _drawn_programs() -> list[GeneratedProgram]:
+    drawn: list[GeneratedProgram] = []
+
+    @settings(
+        max_examples=PROGRAMS,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(generic_programs())
+    def collect(program: GeneratedProgram) -> None:
+        drawn.append(program)
+
+    collect()
+    return drawn
+
+
+def test_generated_programs_evaluate_as_clingo(spark: SparkSession) -> None:
+    """Whole programs drawn as for the in-memory backends (facts and rules of one relation,
+    recursion of every shape, stratified negation, comparisons of text, constants of every
+    kind): each program's relations renamed apart (``p0_w3``), all of them evaluated in one
+    Spark evaluation of their union, over each program's world after its changes, give the
+    rows clingo gives."""
+    from privilog.engine.spark.backend import SparkBackend
+
+    rules: list[Rule] = []
+    relations: list[IRRelation] = []
+    world: dict[str, set[Row]] = {}
+    names: list[str] = []
+    for number, generated in enumerate(_drawn_programs()):
+        suffix = f"_w{number}"
+        policy = dsl.parse_policy(generated.text, include_prelude=False)
+        rules += [_suffixed(r, suffix) for r in policy.rules]
+        relations += [replace(r, name=r.name + suffix) for r in policy.relations]
+        facts = {name: set(rows) for name, rows in generated.world.items()}
+        for kind, name, row in generated.changes:
+            (facts[name].add if kind == "add" else facts[name].discard)(row)
+        world.update((name + suffix, rows) for name, rows in facts.items())
+        names += [name + suffix for name in generated.relations]
+    union = replace(dsl.parse_policy("", include_prelude=False), rules=tuple(rules), relations=tuple(relations))
+    backend = SparkBackend(compile_policy(union), spark)
+    for name, rows in world.items():
+        if rows:
+            backend.add(name, rows)
+    expected = clingo_oracle.solve(rules, world)
+    wrong = {
+        name: {"missing": sorted(expected.get(name, set()) - got), "extra": sorted(got - expected.get(name, set()))}
+        for name in names
+        if (got := backend.query(name)) != expected.get(name, set())
+    }
+    assert wrong == {}
+    assert sum(len(expected.get(name, ())) for name in names) > 100  # about something
