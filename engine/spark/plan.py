@@ -187,6 +187,8 @@ class RulePlanner:
         """The rows of the rule's head (columns ``c0 ..``), duplicates possible."""
         pending: list[Literal] = [b for b in self.rule.body if not (isinstance(b, Atom) and not b.negated)]
         plans = [self._atom(i, a, pending) for i, a in self.positive]
+        if not plans:  # a body of negations and comparisons of constants: one row, no variables, to filter
+            plans = [_Plan((), 1.0, 1.0, {}, local={()})]
         for index, plan in enumerate(plans):
             plans[index] = self._apply(plan, pending, plans[:index] + plans[index + 1 :])
         while len(plans) > 1:

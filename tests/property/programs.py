@@ -75,10 +75,12 @@ def constant(draw: st.DrawFn, values: tuple[str, ...] = VALUES) -> str:
 def _body(
     draw: st.DrawFn, head: Relation, readable: list[Relation], negatable: list[Relation]
 ) -> tuple[list[str], list[str]]:
-    """Literals of a rule's body, and the variables its positive atoms bind."""
+    """Literals of a rule's body, and the variables its positive atoms bind: up to three
+    positive atoms (now and then none), then negations and comparisons of what they bind and
+    of constants (a body of those alone, when no atom binds anything)."""
     bound: list[str] = []
     literals: list[str] = []
-    for _ in range(draw(st.integers(1, 3))):
+    for _ in range(draw(st.integers(0, 3)) or draw(st.integers(0, 1))):  # now and then none: tests of constants
         relation = draw(st.sampled_from(readable))
         terms = []
         for _ in range(relation.arity):
@@ -102,10 +104,12 @@ def _body(
                 pick = draw(st.sampled_from(choices))
                 terms.append(constant(draw) if pick == "const" else pick)
             literals.append(f"not {relation.name}({', '.join(terms)})")
-        elif bound:
-            left = draw(st.sampled_from(bound))
-            right = draw(st.one_of(st.sampled_from(bound), st.builds(lambda: None))) or constant(draw)
+        else:
+            left = draw(st.sampled_from(bound)) if bound and draw(st.integers(0, 3)) else constant(draw)
+            right = draw(st.sampled_from(bound)) if bound and draw(st.booleans()) else constant(draw)
             literals.append(f"{left} {draw(st.sampled_from(OPERATORS))} {right}")
+    if not literals:
+        literals.append(f"{constant(draw)} {draw(st.sampled_from(OPERATORS))} {constant(draw)}")
     return literals, bound
 
 
@@ -131,7 +135,7 @@ def generic_programs(draw: st.DrawFn) -> Program:
     """A program without the prelude, its world, and changes to that world."""
     world = [Relation(name, arity, -1) for name, arity in WORLD.items()]
     count = draw(st.integers(1, 4))
-    relations = [Relation(f"p{i}", draw(st.integers(1, 3)), draw(st.integers(0, 2))) for i in range(count)]
+    relations = [Relation(f"p{i}", draw(st.integers(0, 3)), draw(st.integers(0, 2))) for i in range(count)]
     lines = ["policy generated", *(f"relation {r.name}({', '.join(f'c{i}' for i in range(r.arity))})" for r in world)]
     for relation in relations:
         for _ in range(draw(st.integers(0, 3))):  # facts written in the policy
