@@ -191,6 +191,11 @@ def test_policies_over_the_prelude_agree(policy_text: tuple[str, list[str]], wor
             "q",
             {("1",)},
         ),
+        (  # the README's: a relation of no columns, a body of a negation alone
+            "maintenance().\nopen() :- not maintenance().\nclosed() :- maintenance().",
+            "closed",
+            {()},
+        ),
         (  # text compares as text: "10" < "9"
             "n(10).\nn(9).\nless(X, Y) :- n(X), n(Y), X < Y.",
             "less",
