@@ -38,6 +38,7 @@ class CompiledBackend:
         self.analysis: Analysis = analyse(program)
         self.store: Store = {}
         self.evaluator = Evaluator(self.store, program.relations)
+        self._derived = frozenset(r.head.predicate for r in program.rules)
         for name, rows in program.facts.items():
             self.evaluator.relation(name).add(rows)
         on_demand = self.analysis.on_demand
@@ -58,6 +59,8 @@ class CompiledBackend:
         self._change(relation, removed=set(rows))
 
     def _change(self, relation: str, added: set[Row] | None = None, removed: set[Row] | None = None) -> None:
+        if relation in self._derived:  # its rows are its rules' (the Spark engine refuses them too)
+            raise ValueError(f"`{relation}` is derived by rules; only base relations take facts")
         self._answers = None
         if self.analysis.kinds.get(relation) is Kind.REQUEST:
             target = self.evaluator.relation(relation)
