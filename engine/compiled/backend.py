@@ -24,7 +24,6 @@ from privilog.engine.program import Program, Row
 
 if TYPE_CHECKING:
     from privilog.engine.compiled.specialize import Decider, DecisionPlans
-    from privilog.engine.decision import Request
 
 
 class CompiledBackend:
@@ -138,8 +137,3 @@ class CompiledBackend:
         """The decision plan of ``operation`` (``decide(principal, entity, args)``), for requests
         whose entity exists (see ``Authorizer.decide``); None when it has none."""
         return self._plans().decider(operation)
-
-    def decide(self, request: Request) -> bool | None:
-        """Allow or deny from the decision plan, for a request whose entity exists; None when
-        its operation has no plan (the generic evaluator decides it)."""
-        return self._plans().decide(request)

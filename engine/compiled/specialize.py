@@ -37,7 +37,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Mapping
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from privilog.dsl.ir import Atom, Comparison, Const, Literal, Rule, Term, Var
 from privilog.engine.analysis import Analysis, Component, Kind
@@ -54,9 +54,6 @@ from privilog.engine.unfold import (
     Unfolder,
     specialize,
 )
-
-if TYPE_CHECKING:
-    from privilog.engine.decision import Request
 
 SAMPLE = 4096  # rows looked at to guess how selective a lookup is
 INLINE = 600  # characters of a function's expression its callers may test in place
@@ -95,13 +92,6 @@ class DecisionPlans:
                 found = None
         self._deciders[operation] = found
         return found
-
-    def decide(self, request: Request) -> bool | None:
-        """Allow or deny ``request``, or None when its operation has no plan."""
-        decide = self.decider(request.operation)
-        if decide is None:
-            return None
-        return decide(request.principal, str(request.entity), dict(request.args))
 
     # ---- compiling ---------------------------------------------------------------------
 
