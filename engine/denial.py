@@ -26,10 +26,10 @@ from __future__ import annotations
 import operator
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from privilog.dsl.check import prelude_file
+from privilog.dsl.check import prelude_file, strata
 from privilog.dsl.format import format_term
 from privilog.dsl.ir import Atom, Comparison, Const, Literal, Rule, Span, Term, Var
 from privilog.engine.backends import Backend
@@ -56,6 +56,10 @@ from privilog.engine.patterns import parse_pattern
 from privilog.engine.program import Program, Row
 
 DENIED = "denied"
+# Which of the policy's own `denied` rules hold, for evaluators that decide in bulk (the pipeline):
+# `denied@by(R, "FILE:LINE")` per rule. A policy names relations with letters, digits and `_`,
+# so no policy can write this one (as engine.analysis's `NAME@written`).
+DENIED_BY = "denied@by"
 TABLE_RELATIONS = frozenset({"operation", "requires", "guard"})
 REQUEST_RELATIONS = frozenset({"request", "request_arg"})
 QUESTIONS = 20_000  # backend questions one decision's proofs may ask
@@ -117,6 +121,40 @@ def is_prelude(rule: Rule) -> bool:
 def deny_rules(program: Program) -> tuple[Rule, ...]:
     """The policy's own rules for `denied`: every one but the prelude's ``denied(R) :- unmet(R, _)``."""
     return tuple(r for r in program.rules if r.head.predicate == DENIED and not is_prelude(r))
+
+
+def with_denied_by(program: Program) -> Program:
+    """The program with, for each of the policy's own `denied` rules, one that names its place
+    when it holds: ``denied@by(R, "FILE:LINE") :- <the same body>.`` (FILE:LINE as :func:`place`
+    writes it, the place a :class:`Denial` names). The program itself when the policy has none.
+
+    >>> from privilog import dsl
+    >>> from privilog.engine.program import compile_policy
+    >>> text = 'blocked("user:eve").\\ndenied(R) :- request(R, P, _, _), blocked(P).'
+    >>> program = with_denied_by(compile_policy(dsl.parse_policy(text, "blocklist.policy")))
+    >>> [rule_text(r) for r in program.rules if r.head.predicate == DENIED_BY]
+    ['denied@by(R, "blocklist.policy:2") :- request(R, P, _, _), blocked(P)']
+    >>> denial_places(program)
+    ['blocklist.policy:2']
+    """
+    added = tuple(
+        Rule(Atom(DENIED_BY, (rule.head.terms[0], Const(place(rule.span)))), rule.body, rule.span)
+        for rule in deny_rules(program)
+    )
+    if not added:
+        return program
+    rules = (*program.rules, *added)
+    return replace(
+        program,
+        rules=rules,
+        relations={**program.relations, DENIED_BY: 2},
+        strata=tuple(tuple(s) for s in strata(rules)),
+    )
+
+
+def denial_places(program: Program) -> list[str]:
+    """The places (FILE:LINE) the ``denied@by`` rules of a program name, sorted (none: no rules)."""
+    return sorted({str(r.head.terms[1]) for r in program.rules if r.head.predicate == DENIED_BY})
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from privilog.dsl.ir import Atom, Comparison, Const, Literal, Rule, Term, Var
 from privilog.engine.analysis import Analysis, Kind, analyse
+from privilog.engine.denial import DENIED_BY
 from privilog.engine.unfold import ARG, ENTITY, PRINCIPAL, REQUEST_ID, NotCompiled, Unfolder, specialize
 
 if TYPE_CHECKING:
@@ -49,7 +50,10 @@ OUTPUTS = {"allowed": 0, "applies": 1, "met": 4, "lacking": 2}
 # What least privilege reads besides (engine.justify): the entities an "every" requirement covers,
 # and the grants that hold each of them.
 JUSTIFY_OUTPUTS = {**OUTPUTS, "covered": 2, "held": 4}
-ARITY = {"allowed": 1, "applies": 2, "met": 5, "lacking": 3, "covered": 3, "held": 5, "satisfied": 2, "bypass": 2}
+ARITY = {
+    "allowed": 1, "applies": 2, "met": 5, "lacking": 3, "covered": 3, "held": 5, "satisfied": 2, "bypass": 2,
+    DENIED_BY: 2,  # the policy's own deny rules that hold, by place (engine.denial.with_denied_by)
+}  # fmt: skip
 # The prelude's decision, as its rules say it (canonical forms): a typed request is allowed when no
 # requirement that applies is unmet, or a bypass lets it through. With exactly these rules, a
 # caller that reads `applies`, `met` and `lacking` (and, with `by` options, `satisfied`) has what

@@ -308,8 +308,9 @@ def register(sub: Any) -> None:
     q = commands.add_parser(
         "decide",
         help="decide every request of an access log",
-        description="Decide every request: OUT/decisions (the request, allow or deny, and each unmet "
-        "requirement with the entities it lacks) and OUT/rejects.",
+        description="Decide every request: OUT/decisions (the request, allow or deny, each unmet "
+        "requirement with the entities it lacks, and the policy's own deny rules that deny it, by FILE:LINE) "
+        "and OUT/rejects.",
     )
     common(q, requests=True)
     q.add_argument(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from privilog import dsl
 from privilog.dsl.ir import Policy
+from privilog.engine.denial import with_denied_by
 from privilog.engine.program import compile_policy
 from privilog.engine.world import read_config
 from privilog.pipeline.catalog import CatalogRun, is_table, read_input, require_catalog, table_name
@@ -89,7 +90,9 @@ class Context:
         settings = EngineSettings(planner=Settings(trace=self.progress if self.trace else None))
         if self.local_rows is not None:
             settings = replace(settings, local_rows=self.local_rows, local_base_rows=self.local_rows)
-        return SparkEngine(compile_policy(policy), self.spark, settings, progress=self.progress)
+        # with_denied_by: the policy's own deny rules named by place, for the decisions' denied_by
+        program = with_denied_by(compile_policy(policy))
+        return SparkEngine(program, self.spark, settings, progress=self.progress)
 
     def write(self, name: str, df: DataFrame) -> Output:
         """Write a table of the run (into its staging folder, or the catalog), and count what was written."""

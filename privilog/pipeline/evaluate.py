@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from privilog.dsl.format import format_alternatives
 from privilog.dsl.ir import Const, Operation, Scope, Verb
+from privilog.engine.denial import DENIED_BY, denial_places
 from privilog.engine.program import Program, by_rule_names, reads
 from privilog.pipeline.inputs import Deployment, Requests, encoded
 from privilog.pipeline.tables import Progress
@@ -202,7 +203,9 @@ def decisions(
 ) -> DataFrame:
     """Per request of a round: rid, decision, unmet (requirement, text, lacking entities), bypass
     (the reasons of the bypasses that let it through: with ``reasons``, from the ``bypass``
-    relation; else none), and with
+    relation; else none), denied_by (for a denied request, the places, FILE:LINE, of the policy's
+    own `denied` rules that hold for it, sorted: from the ``denied@by`` relation of a program
+    :func:`engine.denial.with_denied_by` extended; else none), and with
     ``witnesses``, allowed_by: for an allowed request, a grant meeting each requirement that applies
     and is met by a grant (requirement, and the grant: principal, action, entity).
 
@@ -297,12 +300,32 @@ def decisions(
         out = out.join(passed, on="rid", how="left").withColumn("bypass", F.coalesce(F.col("bypass"), empty))
     else:
         out = out.withColumn("bypass", empty)
+    places = denial_codes(program)
+    if places:  # as engine.authorizer: a denied request names the rules that deny it, an allowed one none
+        where = F.create_map(*(F.lit(x) for code, place in places.items() for x in (code, place)))
+        denying = (
+            evaluation.relation(DENIED_BY)
+            .select(F.col("c0").alias("rid"), F.try_element_at(where, F.col("c1")).alias("place"))
+            .groupBy("rid")
+            .agg(F.sort_array(F.collect_set("place")).alias("denied_by"))
+        )
+        out = out.join(denying, on="rid", how="left").withColumn(
+            "denied_by", F.when(F.col("decision") == "deny", F.coalesce(F.col("denied_by"), empty)).otherwise(empty)
+        )
+    else:
+        out = out.withColumn("denied_by", empty)
     if not witnesses:
         return out
     grants = _allowed_by(evaluation, allowed, applies, meta, dictionary)
     none = F.array().cast(grants.schema["allowed_by"].dataType)
     return out.join(grants, on="rid", how="left").select(
-        "rid", *carry, "decision", "unmet", "bypass", F.coalesce(F.col("allowed_by"), none).alias("allowed_by")
+        "rid",
+        *carry,
+        "decision",
+        "unmet",
+        "bypass",
+        "denied_by",
+        F.coalesce(F.col("allowed_by"), none).alias("allowed_by"),
     )
 
 
@@ -496,6 +519,8 @@ def decide_fused(
     reasons = bypass_reasons(engine.program, deployment)
     if reasons:
         decide_outputs[BYPASS_OUTPUT] = 1
+    if denial_codes(engine.program):
+        decide_outputs[DENIED_BY] = 1
     outputs = {**outputs, **decide_outputs}
     # `allowed` read from the unmet requirements the decisions assemble anyway, not unfolded again
     shortcut = allowed_from_unmet(engine.rules, has_by_rules(engine.program))
@@ -604,6 +629,14 @@ def bypass_reasons(program: Program, deployment: Deployment) -> dict[int, str]:
     return {xxhash64(reason): reason for reason in sorted(reasons)}
 
 
+def denial_codes(program: Program) -> dict[int, str]:
+    """Each place (FILE:LINE) a ``denied@by`` rule names, by its code (none: the policy has no deny
+    rule of its own, or its program was not extended by :func:`engine.denial.with_denied_by`)."""
+    from privilog.engine.spark.encoding import xxhash64
+
+    return {xxhash64(place): place for place in denial_places(program)}
+
+
 def has_by_rules(program: Program) -> bool:
     """Whether a requirement of the policy has a `by NAME` option."""
     return bool(by_rule_names(program.policy))
@@ -645,6 +678,8 @@ def decide_all(
             outputs = (*outputs, BY_RULES_OUTPUT)
         if reasons:
             outputs = (*outputs, BYPASS_OUTPUT)
+        if denial_codes(engine.program):
+            outputs = (*outputs, DENIED_BY)
         evaluation = engine.evaluate(base, outputs=outputs, added=added, partition=BY_REQUEST)
         part = decisions(spark, engine.program, evaluation, round_.requests, table, witnesses, reasons)
         parts.append(part.transform(persist))

@@ -107,6 +107,9 @@ def _decisions_text(d: Decisions) -> list[str]:
     unmet = [(f"{r} {t}", c) for r, t, c in d.unmet[:TOP]]
     if unmet:
         lines += ["", *_columns(unmet, ["unmet requirement", "denied requests"])]
+    if d.denials:
+        lines += ["", *_columns(d.denials[:TOP], ["denied by the policy's rule", "denied requests"])]
+        lines += _more(len(d.denials[:TOP]), len(d.denials), "rules")
     if d.timeline is not None:
         t = d.timeline
         lines += ["", f"over time: {t.first} to {t.last} UTC, counted per {t.step} ({len(t.buckets)} intervals)"]
@@ -233,6 +236,14 @@ def _decision_sections(d: Decisions) -> list[str]:
         )
     else:
         parts.append(charts.section(title, note="No request was denied."))
+    if d.denials:
+        parts.append(
+            charts.section(
+                "Denials by the policy's own rules",
+                charts.table(["rule (FILE:LINE)", "denied requests"], d.denials),
+                note="How many requests each of the policy's own `denied` rules denied (a request may have several).",
+            )
+        )
     return parts
 
 

@@ -58,6 +58,8 @@ class Decisions:
     principals: tuple[Tally, ...]  # most denied first
     unmet: tuple[tuple[str, str, int], ...]  # requirement, its text, denied requests that lack it
     timeline: Timeline | None
+    # each of the policy's own deny rules (its place, FILE:LINE) that denied a request, and how many it denied
+    denials: tuple[tuple[str, int], ...] = ()
 
     @property
     def allowed(self) -> int:
@@ -209,7 +211,12 @@ def _decisions(run: Run) -> Decisions:
         (str(r), str(t), n) for (r, t), n in sorted(requirements.items(), key=lambda kv: (-kv[1], str(kv[0])))
     )
     timeline = _timeline(table) if "timestamp" in table.column_names else None
-    return Decisions(tuple(operations), tuple(principals), top_unmet, timeline)
+    denials: Counter[str] = Counter()
+    if "denied_by" in run.columns("decisions"):  # runs before the column have none
+        places = pc.list_flatten(run.read("decisions", ["denied_by"])["denied_by"]).to_pylist()
+        denials.update(str(p) for p in places)
+    by_rule = tuple(sorted(denials.items(), key=lambda kv: (-kv[1], kv[0])))
+    return Decisions(tuple(operations), tuple(principals), top_unmet, timeline, by_rule)
 
 
 STEPS = (  # (milliseconds, name): the first that gives at most MAX_BUCKETS intervals is used

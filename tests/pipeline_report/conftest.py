@@ -35,6 +35,7 @@ SCHEMAS = {
             ("timestamp", pa.string()),
             ("decision", pa.string()),
             ("unmet", UNMET),
+            ("denied_by", pa.list_(pa.string())),  # null in a row that leaves it out
         ]
     ),
     "rejects": pa.schema(

@@ -129,6 +129,22 @@ def test_the_text_summary_counts_what_the_tables_hold(decided: Path) -> None:
     }
 
 
+def test_the_text_summary_counts_the_requests_each_deny_rule_denied(tmp_path: Path) -> None:
+    rows = [
+        {**row, "decision": "deny", "unmet": [], "denied_by": places}
+        for row, places in zip(
+            _decisions(),
+            [["deny.policy:6", "deny.policy:7"], ["deny.policy:7"], ["deny.policy:7"], []],
+            strict=False,
+        )
+    ]
+    code, out, err = report(str(write_run(tmp_path / "run", decisions=rows)))
+    assert (code, err) == (0, "")
+    lines = [line.split() for line in out.splitlines()]
+    assert ["denied", "by", "the", "policy's", "rule", "denied", "requests"] in lines
+    assert lines.index(["deny.policy:7", "3"]) < lines.index(["deny.policy:6", "1"])
+
+
 def test_a_folder_that_is_not_a_run_is_one_line_and_exit_2(tmp_path: Path) -> None:
     write_run(tmp_path / "only-rejects", rejects=_rejects())
     (tmp_path / "a-file").write_text("x")

@@ -60,8 +60,9 @@ pytestmark = pytest.mark.slow
 # cdap-4.2 looks at enclosing entities, where cdap does not. Both are decided by the fused
 # plans; "generic" decides cdap-4.2 the way a policy outside them is decided (rounds).
 # "cdap denying" adds a deny rule: its `allowed` is then not the prelude's alone, and the fused
-# plans unfold it (through `not denied(R)`) rather than read it from the unmet requirements.
-DECIDED = ["cdap", "cdap-4.2", "cdap-4.2 generic", "cdap-5.1", "cdap denying"]
+# plans unfold it (through `not denied(R)`) rather than read it from the unmet requirements;
+# "cdap generic denying" decides that policy by the generic evaluation (its denied_by in rounds).
+DECIDED = ["cdap", "cdap-4.2", "cdap-4.2 generic", "cdap-5.1", "cdap denying", "cdap generic denying"]
 DENY_RULE = 'denied(R) :- request(R, P, _, E), grant(P, "WRITE", E).\n'
 
 WORLDS = 12  # Hypothesis examples per policy, decided together
@@ -92,13 +93,15 @@ def _frames(spark: SparkSession, batch: Batch) -> dict[str, DataFrame]:
 
 
 def _deployment(spark: SparkSession, policy: Policy, frames: dict[str, DataFrame]) -> tuple[SparkEngine, Deployment]:
+    from privilog.engine.denial import with_denied_by
     from privilog.engine.program import compile_policy
     from privilog.engine.spark.evaluate import SparkEngine
 
     from privilog.pipeline.inputs import Vocabulary, load_deployment
     from privilog.pipeline.tables import Progress
 
-    engine = SparkEngine(compile_policy(policy), spark, progress=Progress(quiet=True))
+    # as the pipeline's commands make it (pipeline.context): the deny rules named by place
+    engine = SparkEngine(with_denied_by(compile_policy(policy)), spark, progress=Progress(quiet=True))
     vocabulary = Vocabulary(policy)
     deployment = load_deployment(spark, vocabulary, frames["entities"], frames["grants"], frames["members"])
     return engine, deployment
@@ -131,8 +134,8 @@ def run(request: pytest.FixtureRequest, spark: SparkSession, generated: Callable
     from privilog.pipeline.inputs import check_requests, number_requests
     from privilog.pipeline.tables import Progress
 
-    name, _, how = request.param.partition(" ")
-    if how == "denying":
+    name, *how = request.param.split(" ")
+    if "denying" in how:
         text = (dsl.rules_dir() / f"{name}.policy").read_text(encoding="utf-8")
         policy = dsl.parse_policy(text + DENY_RULE)
     else:
@@ -141,7 +144,7 @@ def run(request: pytest.FixtureRequest, spark: SparkSession, generated: Callable
     frames = _frames(spark, batch)
     engine, deployment = _deployment(spark, policy, frames)
     checked = check_requests(spark, deployment.vocabulary, number_requests(frames["requests"]))
-    result = decide_all(spark, engine, deployment, checked, Progress(quiet=True), fused=how != "generic")
+    result = decide_all(spark, engine, deployment, checked, Progress(quiet=True), fused="generic" not in how)
     decided: dict[int, list[dict[str, Any]]] = {}
     for row in result.table.collect():
         decided.setdefault(int(row["timestamp"]), []).append(row.asDict(recursive=True))
@@ -231,6 +234,25 @@ def test_a_deny_rule_denies_what_no_requirement_does(run: Pipeline) -> None:
     assert sum(by_rule) >= 3, "requests cdap allows and its deny rule denies"
 
 
+def test_a_denied_request_names_the_deny_rules_that_deny_it(run: Pipeline) -> None:
+    """denied_by names, by place (FILE:LINE), the policy's own deny rules the reference's decision
+    names (Decision.denied_by): for every request of every run (none for a policy without one)."""
+    disagreements = []
+    for index, (row,) in sorted(run.decided.items()):
+        expected = _reference(run, index)
+        if isinstance(expected, str):
+            continue
+        want = sorted({d.at for d in expected.denied_by})
+        if row["denied_by"] != want:
+            disagreements.append(
+                f"{run.batch.requests[index]}: reference {want}, pipeline {row['denied_by']}; "
+                f"{_where(run.batch.case_of(index))}"
+            )
+    assert disagreements == []
+    if "denying" in run.name:
+        assert sum(bool(rows[0]["denied_by"]) for rows in run.decided.values()) >= 3
+
+
 def test_an_allowed_request_names_grants_that_allow_it(run: Pipeline) -> None:
     """allowed_by names, for each requirement that applies and a grant meets, one grant that meets it
     (any of the reference's witnesses: not necessarily the one the reference lists first); and in a
@@ -260,7 +282,7 @@ def test_an_allowed_request_names_grants_that_allow_it(run: Pipeline) -> None:
         covered = {str(e) for o in expected.outcomes if o.applies for e in o.covered}
         grants = [list(g) for g in named.values()] + [g for g in world["grants"] if g[2] in covered]
         # a deny rule reads grants: a wildcard's, named by the entity it matched, would deny alone
-        policy = dsl.load_policy("cdap") if run.name == "cdap denying" else run.reference.policy
+        policy = dsl.load_policy("cdap") if "denying" in run.name else run.reference.policy
         alone = privilog.load(policy, {"entities": world["entities"], "grants": grants, "members": world["members"]})
         principal, operation, entity, args = run.batch.requests[index]
         decision = alone.check(alone.request(principal, operation, entity, json.loads(args) if args else {}))

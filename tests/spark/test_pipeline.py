@@ -22,6 +22,7 @@ import contextlib
 import csv
 import io
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,7 +208,8 @@ def decided(deployment: Deployment, spark: SparkSession, tmp_path_factory: pytes
 def test_decide_writes_one_decision_per_good_request(decided: Decided, deployment: Deployment) -> None:
     assert decided.code == 0
     assert decided.columns == [
-        *("principal", "operation", "entity", "args", "timestamp", "decision", "unmet", "bypass", "allowed_by")
+        *("principal", "operation", "entity", "args", "timestamp", "decision", "unmet", "bypass", "denied_by"),
+        "allowed_by",
     ]
     assert len(decided.decisions) == REQUESTS
     assert collections.Counter(r["timestamp"] for r in decided.decisions) == collections.Counter(
@@ -218,6 +220,7 @@ def test_decide_writes_one_decision_per_good_request(decided: Decided, deploymen
         assert (row["decision"] == "allow") == (row["unmet"] == []), row
         assert row["decision"] == "allow" or row["allowed_by"] == [], row
         assert row["bypass"] == [], "no settings, and cdap adds no bypass of its own"
+        assert row["denied_by"] == [], "cdap has no deny rule of its own"
         for grant in row["allowed_by"]:
             assert set(grant) == {"requirement", "principal", "action", "entity"}, row
             assert grant["requirement"].startswith(row["operation"] + "#"), row
@@ -748,3 +751,32 @@ def test_cdap_5_1_lists_and_bypasses_decide_as_the_reference_decides(
     lacking = rows[("application:ns1.app", requests[1][3])]["unmet"]
     assert [(u["text"], u["lacking"]) for u in lacking] == [("ADMIN on every $datasets", ["dataset:ns1.b"])]
     assert rows[("dataset:ns1.system.queue.q1", "")]["bypass"] == ["CDAP's own dataset in a user namespace"]
+
+
+def test_a_policys_own_deny_rules_are_named_in_the_decisions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A blocklist's two deny rules: a request denied by one, by the other, by both, by neither (allowed, or
+    denied for an unmet requirement); denied_by names each rule's place as the reference's decision does."""
+    policy = Path(__file__).parent / "blocklist.policy"
+    world = {
+        "entities": ["dataset:ns1.secret", "dataset:ns1.d"],
+        "grants": [["user:mallory", "READ", "dataset:ns1.*"], ["user:alice", "READ", "dataset:ns1.*"]],
+    }
+    requests = [
+        ("user:mallory", "dataset.read", "dataset:ns1.secret", ""),
+        ("user:mallory", "dataset.read", "dataset:ns1.d", ""),
+        ("user:alice", "dataset.read", "dataset:ns1.secret", ""),
+        ("user:alice", "dataset.read", "dataset:ns1.d", ""),
+        ("user:bob", "dataset.read", "dataset:ns1.d", ""),
+    ]
+    assert _decisions_under(tmp_path, capsys, policy, world, requests) == ["deny", "deny", "deny", "allow", "deny"]
+    rows = {(r["principal"], r["entity"]): r for r in _shown(tmp_path / "run", "decisions")}
+    blocked, quarantined = (f"{os.path.relpath(policy)}:{line}" for line in (11, 12))
+    got = [rows[(p, e)]["denied_by"] for p, _, e, _ in requests]
+    assert got == [[blocked, quarantined], [blocked], [quarantined], [], []]
+    assert [rows[(p, e)]["unmet"] == [] for p, _, e, _ in requests] == [True, True, True, True, False]
+    reference = privilog.load(str(policy), world)
+    for principal, operation, entity, _ in requests:
+        decision = reference.check(reference.request(principal, operation, entity))
+        assert rows[(principal, entity)]["denied_by"] == sorted(d.at for d in decision.denied_by)
