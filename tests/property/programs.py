@@ -8,7 +8,7 @@ Two kinds, each as policy text (so the parser, the lowering and the static check
   every kind the language has (ids, quoted strings, numbers, `$arguments`, lower-case names,
   the empty string, values that look alike: `1`, `"1"`, `01`); `_` in positive and negated
   atoms; over world relations (`grant`, `member_of`, `child_of`) that change row by row.
-* **policies over the prelude** (`include "cdap"`): rules of their own over what the prelude
+* **policies over the prelude** (`include` of a shipped policy: cdap, cdap-5.1, cdap-4.2): rules of their own over what the prelude
   derives (`holds`, `ancestor`, `member_of`, ...), deny rules (`denied(R) :- ...`), bypasses,
   and an operation met `by NAME`, a rule of the policy's.
 
@@ -240,7 +240,8 @@ def _spelled(value: str) -> str:
 @st.composite
 def prelude_policies(draw: st.DrawFn) -> tuple[str, list[str]]:
     """A policy over the shipped `cdap` policy: text, and the names of its own relations."""
-    lines = ['policy generated_over_cdap "rules of its own over the prelude"', 'include "cdap"']
+    shipped = draw(st.sampled_from(["cdap", "cdap-5.1", "cdap-4.2"]))
+    lines = ['policy generated_over_cdap "rules of its own over the prelude"', f'include "{shipped}"']
     own: list[tuple[str, int]] = []
     for i in range(draw(st.integers(1, 3))):
         name, arity = f"q{i}", draw(st.integers(1, 2))
