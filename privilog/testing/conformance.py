@@ -16,6 +16,7 @@ from pathlib import Path
 from privilog import dsl
 from privilog.api import load
 from privilog.dsl.errors import PrivilogError
+from privilog.engine.decision import Request
 from privilog.engine.ids import EntityId
 from privilog.engine.world import Grant, World
 from privilog.testing.table import (
@@ -48,7 +49,9 @@ class ConformanceError(PrivilogError):
 class Bench:
     """One authorizer for a policy over a table's world; each question replaces the grants.
 
-    ``policy`` is a name in rules/ or a path (default: the table's ``policy``).
+    ``policy`` is a name in rules/ or a path (default: the table's ``policy``). Each answer is
+    check()'s, held to the paths the product answers with (:meth:`_agree`): a disagreement is a
+    :class:`ConformanceError`, a problem of the row in the report.
     """
 
     def __init__(self, table: Table, policy: str | None = None, backend: str = "compiled"):
@@ -56,6 +59,10 @@ class Bench:
         self.authz = load(policy if policy is not None else table.policy, {"entities": table.entities}, backend)
         self._ids: dict[str, EntityId] = {}
         self.base = {self._id(e) for e in table.entities}
+        # Every answer is also asked of the paths `privilog serve`, its batches and CDAP's enforce
+        # answer with (allows, decide: the backend's decision plans), and they must agree with
+        # check(). The reference backend has no plans: there decide() is check() again, at its cost.
+        self.fast_paths = backend != "pydatalog"
 
     def _id(self, text: str) -> EntityId:
         if text not in self._ids:
@@ -90,14 +97,45 @@ class Bench:
             everywhere = entity in self._visible(principal, row.entity_type, None)
             if seen != everywhere:
                 raise ConformanceError(f"{row.operation}: listing {entity} depends on where it is asked")
+            if self.fast_paths:
+                self._agree(self.authz.request(principal, row.operation, entity), {}, seen, "the listing")
             return seen
         request = self.authz.request(principal, row.operation, entity, dict(args))
-        return self.authz.check(request).allowed
+        allowed = self.authz.check(request).allowed
+        if self.fast_paths:
+            self._agree(request, args, allowed, "check()")
+        return allowed
+
+    def _agree(self, request: Request, args: Args, allowed: bool, said: str) -> None:
+        """The decision plans answer as ``said`` did: decide(), and allows() from the request's
+        text (after check() has seen its principal and entity: the path a server's repeated
+        questions take), and check() itself for a listing."""
+        authz = self.authz
+        answers = {
+            "decide()": authz.decide(request),
+            "allows()": authz.allows(request.principal, request.operation, str(request.entity), dict(args)),
+        }
+        if said != "check()":
+            answers["check()"] = authz.check(request).allowed
+        wrong = {k: v for k, v in answers.items() if v != allowed}
+        if wrong:
+            shown = ", ".join(f"{k} {'allows' if v else 'denies'}" for k, v in wrong.items())
+            raise ConformanceError(
+                f"{request}: {said} {'allows' if allowed else 'denies'}, but {shown} (the engine disagrees with itself)"
+            )
 
     def _visible(self, principal: str, type_name: str, within: str | None) -> set[str]:
         if within is not None and within.startswith("instance:"):
             within = None
-        return {str(v.entity) for v in self.authz.visible(principal, type_name, within)}
+        shown = {str(v.entity) for v in self.authz.visible(principal, type_name, within)}
+        if self.fast_paths:  # what serve's listing answers with: the plans alone, without the proofs
+            listed = {str(e) for e in self.authz.visible_entities(principal, type_name, within)}
+            if listed != shown:
+                raise ConformanceError(
+                    f"listing {type_name} in {within or 'everything'} for {principal}: visible_entities() shows "
+                    f"{sorted(listed)}, visible() {sorted(shown)} (the engine disagrees with itself)"
+                )
+        return shown
 
 
 @dataclass(frozen=True)

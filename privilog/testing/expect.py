@@ -8,6 +8,11 @@ A case's ``expect:`` is one of
 * ``{visible: [ENTITY, ...]}``: exactly the entities the principal sees;
 * ``{who: [PRINCIPAL, ...]}``: exactly the principals of the world who may do the
   operation on the entity (the request names no principal).
+
+A case's answer is check()'s (with its proof), and the answer `privilog serve` and CDAP's
+enforce would give must be the same: every decision is asked of ``allows`` and ``decide``
+too (the backend's decision plans), every listing of ``visible_entities``. A case where
+they differ fails, whatever it expects: the engine disagrees with itself.
 """
 
 from __future__ import annotations
@@ -173,6 +178,9 @@ class Judge:
 
     def _decision(self, request: Request, allow: bool, because: list[UsedGrant]) -> Verdict:
         decision = self.authorizer.check(request)
+        differs = self._fast_paths(request, decision.allowed)
+        if differs:
+            return Verdict(False, differs, (request,))
         if decision.allowed != allow:
             expected = "allow" if allow else "deny"
             return Verdict(False, f"expected {expected}, got {render_short(decision)}", (request,))
@@ -186,6 +194,23 @@ class Judge:
                 (request,),
             )
         return Verdict(True, requests=(request,))
+
+    def _fast_paths(self, request: Request, allowed: bool) -> str:
+        """What differs when the paths `privilog serve`, its batches and CDAP's enforce answer with
+        (``allows``, ``decide``: the backend's decision plans) do not give check()'s answer: an
+        engine bug, which a case expecting check()'s answer would not show."""
+        authz = self.authorizer
+        answers = {
+            "decide()": authz.decide(request),
+            "allows()": authz.allows(request.principal, request.operation, str(request.entity), request.arguments()),
+        }
+        wrong = [f"{k} {'allows' if v else 'denies'}" for k, v in answers.items() if v != allowed]
+        if not wrong:
+            return ""
+        return (
+            f"check() {'allows' if allowed else 'denies'}, but {', '.join(wrong)} (what privilog serve answers "
+            f"with): the engine disagrees with itself; please report it"
+        )
 
     def _who(self, fields: dict[str, Located], args: dict[str, object], wanted: Located) -> Verdict:
         listed = _texts(wanted, "who")
@@ -201,6 +226,10 @@ class Judge:
         principals = sorted(self.authorizer.world.principals())
         requests = tuple(self.authorizer.request(p, operation, entity, args) for p in principals)
         got = {d.request.principal for d in found.allowed}
+        for request in requests:
+            differs = self._fast_paths(request, request.principal in got)
+            if differs:
+                return Verdict(False, f"{request.principal}: {differs}", requests)
         if got == expected:
             return Verdict(True, requests=requests)
         return Verdict(False, _differs("who may", expected, got), requests)
@@ -216,6 +245,15 @@ class Judge:
         candidates = authorizer.inventory.inside(op.entity_type, parent)
         listing = authorizer.list_operation(op.entity_type).qualified
         requests = tuple(authorizer.request(principal, listing, e) for e in candidates)
+        # what privilog serve lists: the decision plans alone, without the proofs
+        listed = {str(e) for e in authorizer.visible_entities(principal, op.entity_type, within)}
+        if listed != shown:
+            return Verdict(
+                False,
+                _differs("the visible set privilog serve lists (visible_entities())", shown, listed)
+                + ": the engine disagrees with itself; please report it",
+                requests,
+            )
         if shown == expected:
             return Verdict(True, requests=requests)
         return Verdict(False, _differs("visible set", expected, shown), requests)

@@ -19,8 +19,14 @@ public API:
 
 Listings (`shows` rows) are checked through ``Authorizer.visible``. The way a row's
 `requires` is read is privilog/testing/table.py, the interpreter the property tests and
-``privilog test --report`` use too. One authorizer per policy serves every test: its world
-is replaced and ``refresh()``ed for each question.
+``privilog test --report`` use too. One authorizer per policy and backend serves every test:
+its world is replaced and ``refresh()``ed for each question.
+
+Every question is asked of both backends, and each answer held to the table: so check() on
+the default backend gives the reference's answers. On the default backend, each answer is
+also asked of ``decide`` and ``allows`` (the decision plans `privilog serve`, its batches and
+CDAP's enforce answer with), and each listing of ``visible_entities``; the Bench raises when
+they differ from check() (privilog.testing.conformance.Bench._agree).
 """
 
 from __future__ import annotations

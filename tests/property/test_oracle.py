@@ -5,7 +5,8 @@ schedules, datasets (some with dotted names), modules, types, streams, artifacts
 users, groups and roles with memberships (cycles included); single grants and whole-
 namespace grants with holes, some on entities that do not exist (pre-grants), `ALL`
 included — and compares, for random requests, the authorizer's decision with the oracle's,
-and ``visible`` with the oracle's listing. Then invariants: more grants never deny what was
+and ``visible`` with the oracle's listing; every decision is also asked of ``decide`` and
+``allows``, which `privilog serve` answers with, and must be check()'s. Then invariants: more grants never deny what was
 allowed; a principal with nothing is allowed nothing (but see the vacuous delete-alls);
 every suggested fix, applied, allows; deciding in a batch equals deciding one by one.
 
@@ -211,8 +212,14 @@ def oracle_of(world: Mapping[str, Any]) -> OracleWorld:
 
 
 def decide(authz: privilog.Authorizer, request: tuple[str, str, str, dict[str, str]]) -> privilog.Decision:
+    """check()'s decision, held to what `privilog serve`, its batches and CDAP's enforce answer
+    with: ``decide`` and ``allows`` (the decision plans), the same allow or deny."""
     principal, operation, entity, args = request
-    return authz.check(authz.request(principal, operation, entity, args))
+    built = authz.request(principal, operation, entity, args)
+    decision = authz.check(built)
+    fast = {"decide": authz.decide(built), "allows": authz.allows(principal, operation, entity, args)}
+    assert fast == dict.fromkeys(fast, decision.allowed), (request, "check() allowed:", decision.allowed, fast)
+    return decision
 
 
 def with_grant(world: Mapping[str, Any], grant: tuple[str, str, str]) -> dict[str, Any]:
@@ -261,6 +268,8 @@ def test_visible_agrees_with_the_oracle(world: dict[str, Any], data: st.DataObje
                 places += ["application:ns1.a1", "application:ns2.a2"]
         within = data.draw(st.sampled_from(places))
         shown = {str(v.entity) for v in authz.visible(principal, type_name, within)}
+        # what `privilog serve` lists: the decision plans alone, without the proofs
+        assert {str(e) for e in authz.visible_entities(principal, type_name, within)} == shown
         expected = oracle.visible(TABLE, principal, type_name, within)
         event("some visible" if expected else "none visible")
         assert shown == expected, (principal, type_name, within)
@@ -338,6 +347,8 @@ def test_a_batch_of_requests_on_existing_entities_is_decided_as_one_by_one(
     together = [d.allowed for d in authz.check_many(reqs)]
     alone = [authz.check(r).allowed for r in reqs]
     assert together == alone
+    # a batch as `privilog serve` answers one (/v1/check/batch): allows, request after request
+    assert [authz.allows(*r) for r in batch] == alone
 
 
 # ---- deterministic checks of what the properties rely on ---------------------------------
@@ -366,7 +377,7 @@ def test_a_principal_with_nothing_is_allowed_nothing() -> None:
                 if "program" in args:  # a program of the schedule's own application
                     app = ".".join(entity.split(":")[1].split(".")[:2])
                     args["program"] = f"program:{app}.service.px"
-                decision = authz.check(authz.request(NOBODY, row.operation, entity, args))
+                decision = decide(authz, (NOBODY, row.operation, entity, args))
                 assert decision.allowed == oracle.allowed(TABLE, NOBODY, row.operation, entity, args)
                 if decision.allowed:
                     allowed.append((row.operation, entity))
@@ -379,7 +390,7 @@ def test_nothing_is_allowed_without_any_grant() -> None:
     authz = authorizer({"entities": ["namespace:ns3"]})
     for row in ROWS:
         for entity in ["namespace:ns3", "namespace:nope"] if row.entity_type == "namespace" else []:
-            assert not authz.check(authz.request(NOBODY, row.operation, entity)).allowed, (row.operation, entity)
+            assert not decide(authz, (NOBODY, row.operation, entity, {})).allowed, (row.operation, entity)
 
 
 def test_a_batch_is_decided_as_one_by_one_with_entities_that_do_not_exist() -> None:
