@@ -503,3 +503,74 @@ def test_the_readme_scenario_runs_and_passes(tmp_path: Path, capsys: pytest.Capt
     code, out, _ = run(capsys, "test", "-v", str(path))
     assert out.splitlines()[-1] == "5 passed, 0 failed", out
     assert code == 0
+
+
+# ---- the engine held to itself ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["allows", "decide"])
+def test_a_case_fails_when_the_served_answer_differs_from_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """privilog serve answers with allows() and decide(); a case whose check() answer they do
+    not give fails, whatever it expects (here they are made to say the opposite)."""
+    from privilog.engine.authorizer import Authorizer
+
+    answered = getattr(Authorizer, path)
+    monkeypatch.setattr(Authorizer, path, lambda self, *a, **k: not answered(self, *a, **k))
+    code, out, _ = run(capsys, "test", str(scenario(tmp_path, THREE)))
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[-1] == "0 passed, 3 failed"
+    assert lines[0].endswith(
+        f"FAIL bob reads ds: check() allows, but {path}() denies (what privilog serve answers with): "
+        "the engine disagrees with itself; please report it"
+    )
+
+
+def test_who_and_visible_cases_fail_when_the_served_answer_differs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from privilog.engine.authorizer import Authorizer
+    from privilog.engine.ids import EntityId
+
+    cases = """\
+  - name: who reads
+    request: {operation: dataset.read, entity: dataset:ns1.ds}
+    expect: {who: [user:bob]}
+  - name: bob lists
+    request: {principal: user:bob, operation: dataset.list, in: namespace:ns1}
+    expect: {visible: [dataset:ns1.ds]}
+"""
+    path = scenario(tmp_path, cases)
+    assert run(capsys, "test", str(path))[0] == 0
+    monkeypatch.setattr(Authorizer, "allows", lambda self, *a, **k: False)
+    listed = Authorizer.visible_entities
+    logs = EntityId.parse("dataset:ns1.logs")  # a listing that shows one more than check() allows
+    monkeypatch.setattr(Authorizer, "visible_entities", lambda self, *a, **k: [*listed(self, *a, **k), logs])
+    code, out, _ = run(capsys, "test", str(path))
+    assert code == 1
+    who, listing, summary = out.splitlines()
+    assert who.endswith("FAIL who reads: user:bob: check() allows, but allows() denies (what privilog serve "
+                        "answers with): the engine disagrees with itself; please report it")
+    assert listing.endswith("FAIL bob lists: the visible set privilog serve lists (visible_entities()) differs: "
+                            "unexpected ['dataset:ns1.logs']: the engine disagrees with itself; please report it")
+    assert summary == "0 passed, 2 failed"
+
+
+def test_the_conformance_report_names_a_row_the_served_answer_differs_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    from privilog.engine.authorizer import Authorizer
+
+    from privilog.testing.conformance import Bench, check_row
+    from privilog.testing.table import load_table
+
+    table = load_table(Path(__file__).resolve().parents[1] / "conformance" / "cdap.yaml")
+    row = table.row("dataset.read")
+    assert row is not None
+    assert check_row(Bench(table), row).passed
+    monkeypatch.setattr(Authorizer, "decide", lambda self, request: not Authorizer.check(self, request).allowed)
+    problems = check_row(Bench(table), row).problems
+    assert problems and all("(the engine disagrees with itself)" in p for p in problems), problems
+    assert problems[0] == (
+        "user:alice dataset.read dataset:ns1.sales.2024: check() allows, but decide() denies (the engine disagrees with itself)"
+    )
