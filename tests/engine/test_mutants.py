@@ -57,3 +57,29 @@ def test_a_request_argument_read_by_any_name(tmp_path: Path, backend: str) -> No
     assert answers(tmp_path, backend, "dataset.tag", {"from": D1})
     assert not answers(tmp_path, backend, "dataset.tag", {"to": D1})
     assert not answers(tmp_path, backend, "dataset.tag", {"from": D2})
+
+
+# `X if $arg else Y`: the else branch applies only when the argument is not given.
+GUARDED = """
+policy guarded "a requirement and its else branch"
+actions READ, WRITE
+entity instance
+entity namespace in instance
+entity dataset in namespace
+dataset:
+  copy($deep: bool) requires READ if $deep else WRITE
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_else_branch_does_not_apply_when_the_argument_is_given(tmp_path: Path, backend: str) -> None:
+    """Kills prelude mutant 139 (`applies(R, I) :- ..., guard(I, N, "absent")` without
+    `not given(R, N)`): with `$deep` given, WRITE, the else branch, would apply too."""
+    path = tmp_path / "guarded.policy"
+    path.write_text(GUARDED, encoding="utf-8")
+    authz = privilog.load(str(path), {"entities": [D1], "grants": [[ALICE, "READ", D1]]}, backend)
+    for args, allowed in (({"deep": "true"}, True), ({}, False)):
+        request = authz.request(ALICE, "dataset.copy", D1, args)
+        decision = authz.check(request)
+        assert decision.allowed is allowed, args
+        assert authz.decide(request) is allowed and authz.allows(ALICE, "dataset.copy", D1, args) is allowed

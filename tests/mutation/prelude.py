@@ -40,7 +40,7 @@ PRELUDE = Path("rules") / "prelude" / "requirements.policy"
 FAST = "tests/conformance/test_tables.py -x -k 'compiled and cdap-5.1'"
 SLOW = (
     "tests/conformance -x -k 'not pydatalog or cdap-5.1' tests/engine/test_denial.py tests/engine/test_owners.py "
-    "tests/engine/test_list_arguments.py tests/engine/test_wildcards.py tests/engine/test_mutants.py"
+    "tests/engine/test_list_arguments.py tests/engine/test_wildcards.py tests/engine/test_mutants.py tests/engine/test_config.py"
 )
 LOAD = "import privilog; [privilog.load(p) for p in ('cdap', 'cdap-5.1', 'cdap-4.2', 'cdap-draft', 'cdap-proposed')]"
 
