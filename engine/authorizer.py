@@ -548,9 +548,25 @@ class Authorizer:
                 plan = self._decider(operation)
                 if plan is not None:
                     given = self._checked_args(op, known, entity, args) if args else _NO_ARGS
-                    if given is not None:
+                    if given is not None and self._in_place(principal, given):
                         return plan(principal, entity, given)
         return self.decide(self.request(principal, operation, entity, args))
+
+    def _in_place(self, principal: str, args: Mapping[str, str]) -> bool:
+        """Whether a request on an existing entity needs no facts of its own for its decision
+        (what :meth:`_absent` would add is there already): the ``name_of`` row of its principal
+        and of each id an argument names, when the policy reads names; the ``matches`` rows of
+        an argument's entity, when wildcards are granted, which only an existing one has."""
+        if self._uses_names:
+            named = self._facts.get("name_of", set())
+            ids = (principal, *args.values())
+            if any(":" in i and (i, i.partition(":")[2]) not in named for i in ids):
+                return False
+        if self._patterns:
+            for value in args.values():
+                if ":" in value and not self.inventory.exists(self.entity(value)):
+                    return False
+        return True
 
     def _checked_args(
         self, op: Operation, target: EntityId, entity: str, args: Mapping[str, object]
