@@ -24,7 +24,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, given, settings
 from privilog.dsl.ir import Policy
 from privilog.engine.backends import make_backend
 from privilog.engine.program import compile_policy
@@ -36,29 +35,10 @@ sys.path.insert(0, str(ROOT / "tests" / "property"))
 
 import clingo_oracle  # noqa: E402
 from deadline import Overdue, in_child  # noqa: E402
-from programs import Program, generic_programs  # noqa: E402
+from programs import Program, drawn_programs  # noqa: E402
 
 Row = tuple[str, ...]
 ENGINES = ("compiled", "pydatalog", "clingo")
-
-
-def drawn(count: int) -> list[Program]:
-    found: list[Program] = []
-
-    @settings(
-        max_examples=count,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(generic_programs())
-    def collect(program: Program) -> None:
-        found.append(program)
-
-    collect()
-    return found
 
 
 def scaled(world: dict[str, set[Row]], scale: int) -> dict[str, set[Row]]:
@@ -169,7 +149,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "programs.json"))
     args = parser.parse_args()
     print(f"drawing {args.programs} programs", file=sys.stderr)
-    programs = drawn(args.programs)
+    programs = drawn_programs(args.programs)
     result = measure(programs, args.scale, args.deadline)
     result.update(
         scale=args.scale,

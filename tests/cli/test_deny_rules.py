@@ -13,13 +13,9 @@ import pytest
 
 from privilog.cli import main
 
-POLICY = """policy cdap_with_blocklist
-include "cdap"
-blocked(user:mallory).
-blocked(group:bad).
-blocked(P) :- member_of(P, G), blocked(G).
-denied(R) :- request(R, P, _, _), blocked(P).
-"""
+POLICY = (Path(__file__).parents[1] / "engine" / "blocklist.policy").read_text(
+    encoding="utf-8"
+)  # shared by the deny-rule tests
 
 WORLD = """admins: [user:root]
 entities: [namespace:ns1, dataset:ns1.a]

@@ -9,6 +9,7 @@ Both in-memory backends give the same answers.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,13 +33,7 @@ from privilog.render.explain import render_decision, render_short
 BACKENDS = ["compiled", "pydatalog"]
 DATASET = "dataset:ns1.a"
 
-BLOCKLIST = """policy cdap_with_blocklist
-include "cdap"
-blocked(user:mallory).
-blocked(group:bad).
-blocked(P) :- member_of(P, G), blocked(G).
-denied(R) :- request(R, P, _, _), blocked(P).
-"""
+BLOCKLIST = (Path(__file__).parent / "blocklist.policy").read_text(encoding="utf-8")  # shared by the deny-rule tests
 
 WORLD: dict[str, Any] = {
     "admins": ["user:root"],

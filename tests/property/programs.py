@@ -290,3 +290,25 @@ def prelude_worlds(draw: st.DrawFn) -> dict[str, Any]:
         st.lists(st.tuples(st.sampled_from([*USERS, *GROUPS]), st.sampled_from(GROUPS)), max_size=5, unique=True)
     )
     return {"entities": entities, "grants": [list(g) for g in grants], "members": [list(m) for m in members]}
+
+
+def drawn_programs(count: int) -> list[Program]:
+    """``count`` generic programs, the same every run (the Spark test and the benchmark)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+
+    found: list[Program] = []
+
+    @settings(
+        max_examples=count,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(generic_programs())
+    def collect(program: Program) -> None:
+        found.append(program)
+
+    collect()
+    return found

@@ -9,13 +9,9 @@ import pytest
 
 from privilog.repl.session import Session
 
-POLICY = """policy cdap_with_blocklist
-include "cdap"
-blocked(user:mallory).
-blocked(group:bad).
-blocked(P) :- member_of(P, G), blocked(G).
-denied(R) :- request(R, P, _, _), blocked(P).
-"""
+POLICY = (Path(__file__).parents[1] / "engine" / "blocklist.policy").read_text(
+    encoding="utf-8"
+)  # shared by the deny-rule tests
 
 WORLD = """admins: [user:root]
 entities:

@@ -6,13 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-POLICY = """policy cdap_with_blocklist
-include "cdap"
-blocked(user:mallory).
-blocked(group:bad).
-blocked(P) :- member_of(P, G), blocked(G).
-denied(R) :- request(R, P, _, _), blocked(P).
-"""
+POLICY = (Path(__file__).parents[1] / "engine" / "blocklist.policy").read_text(
+    encoding="utf-8"
+)  # shared by the deny-rule tests
 
 EVE = {"principal": "user:eve", "operation": "dataset.read", "entity": "dataset:ns1.a"}
 RULE = "denied(R) :- request(R, P, _, _), blocked(P)"

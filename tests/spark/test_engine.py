@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyspark  # noqa: F401  (the test extra installs it: without it the module fails, it is not skipped)
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
 from privilog.dsl.ir import Atom, Rule
 from privilog.dsl.ir import Relation as IRRelation
 from privilog.engine.authorizer import Authorizer, RequestError
@@ -35,8 +34,7 @@ from privilog.engine.program import Program, Row, compile_policy
 from privilog import dsl
 from privilog.api import load_world_for
 from tests.property import clingo_oracle
-from tests.property.programs import Program as GeneratedProgram
-from tests.property.programs import generic_programs
+from tests.property.programs import drawn_programs
 
 if TYPE_CHECKING:
     from conftest import Batch
@@ -232,25 +230,6 @@ def _suffixed(rule: Rule, suffix: str) -> Rule:
     return Rule(atom(rule.head), tuple(atom(b) if isinstance(b, Atom) else b for b in rule.body), rule.span)
 
 
-def _drawn_programs() -> list[GeneratedProgram]:
-    drawn: list[GeneratedProgram] = []
-
-    @settings(
-        max_examples=PROGRAMS,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(generic_programs())
-    def collect(program: GeneratedProgram) -> None:
-        drawn.append(program)
-
-    collect()
-    return drawn
-
-
 def test_generated_programs_evaluate_as_clingo(spark: SparkSession) -> None:
     """Whole programs drawn as for the in-memory backends (facts and rules of one relation,
     recursion of every shape, stratified negation, comparisons of text, constants of every
@@ -263,7 +242,7 @@ def test_generated_programs_evaluate_as_clingo(spark: SparkSession) -> None:
     relations: list[IRRelation] = []
     world: dict[str, set[Row]] = {}
     names: list[str] = []
-    for number, generated in enumerate(_drawn_programs()):
+    for number, generated in enumerate(drawn_programs(PROGRAMS)):
         suffix = f"_w{number}"
         policy = dsl.parse_policy(generated.text, include_prelude=False)
         rules += [_suffixed(r, suffix) for r in policy.rules]
