@@ -34,14 +34,18 @@ from privilog import Authorizer, dsl
 from privilog.api import load_world_for
 
 BACKENDS = ("compiled", "pydatalog")
-LONG = settings.default.max_examples > 1000  # the `long` profile (tests/property/conftest.py)
+# Programs drawn (generic, over the prelude) under each profile (tests/property/conftest.py):
+# the suite's, `long` by hand before an engine change lands, `mutation` for each mutant.
+EXAMPLES = {"long": (5000, 1000), "mutation": (40, 6)}
+PROFILE = getattr(settings, "_current_profile", "default")  # the one --hypothesis-profile loaded
+GENERIC, OVER_PRELUDE = EXAMPLES.get(PROFILE, (150, 25))
 SETTINGS = settings(
-    max_examples=settings.default.max_examples if LONG else 150,
-    derandomize=not LONG,  # the suite's run is the same every time; the long one explores
+    max_examples=GENERIC,
+    derandomize=PROFILE != "long",  # the suite's run is the same every time; the long one explores
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
-PRELUDE_SETTINGS = settings(SETTINGS, max_examples=settings.default.max_examples // 5 if LONG else 25)
+PRELUDE_SETTINGS = settings(SETTINGS, max_examples=OVER_PRELUDE)
 
 Row = tuple[str, ...]
 REFERENCE_TIME = 3.0  # seconds pyDatalog is given for one program (most take milliseconds; a few never end)
