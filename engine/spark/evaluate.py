@@ -576,7 +576,8 @@ class SparkEngine:
         together = found.partitioned is not None and found.partitioned == known.partitioned
         other = known.df if together or known.local is None else F.broadcast(known.df)
         kept = found.partitioned if together or known.local is not None else None
-        return Relation(found.df.join(other, on=keys, how="left_anti"), found.size, partitioned=kept)
+        # a relation of no columns: no key to join on, and none is needed (any row known is its one row)
+        return Relation(found.df.join(other, on=keys or None, how="left_anti"), found.size, partitioned=kept)
 
     def _round(
         self,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyspark  # noqa: F401  (the test extra installs it: without it the module fails, it is not skipped)
 import pytest
+from hypothesis import settings
 from privilog.dsl.ir import Atom, Rule
 from privilog.dsl.ir import Relation as IRRelation
 from privilog.engine.authorizer import Authorizer, RequestError
@@ -220,7 +221,9 @@ def test_each_module_has_a_jvm_of_its_own_with_the_memory_the_tests_ask_for(spar
 
 # ---- generated programs (tests/property/programs.py) ---------------------------------------
 
-PROGRAMS = 25  # drawn the same every run, evaluated in one Spark evaluation
+# drawn the same every run and evaluated in one Spark evaluation; `--hypothesis-profile=long`
+# draws many more (tests/README.md, "Programs")
+PROGRAMS = 80 if getattr(settings, "_current_profile", "default") == "long" else 12
 
 
 def _suffixed(rule: Rule, suffix: str) -> Rule:
