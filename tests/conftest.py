@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings
 
 from tests.pg import fresh_postgres_url, postgres_server, postgres_url
 
@@ -14,6 +15,12 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["fresh_postgres_url", "postgres_server", "postgres_url"]
+
+# `--hypothesis-profile=long`: the program-level differential tests (tests/property/test_programs.py,
+# tests/spark/test_engine.py) draw thousands of programs instead of the suite's few hundred; `mutation`:
+# a few, for each mutant of a mutation run (tests/README.md, "Programs" and "Mutation testing").
+settings.register_profile("long", max_examples=5000, deadline=None)
+settings.register_profile("mutation", max_examples=40, deadline=None, derandomize=True)
 
 PARTITIONS = 2
 # With 2g, a tiny deployment with every relation in Spark ran out of memory. With 4g, the pipeline's

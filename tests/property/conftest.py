@@ -21,11 +21,3 @@ import warnings
 with warnings.catch_warnings(), contextlib.suppress(ImportError):
     warnings.simplefilter("ignore", DeprecationWarning)
     import hypothesis.extra._patching  # noqa: F401
-
-from hypothesis import settings
-
-# `--hypothesis-profile=long`: the program-level differential tests (test_programs.py) draw
-# thousands of programs instead of the suite's few hundred (tests/README.md, "Programs").
-settings.register_profile("long", max_examples=5000, deadline=None)
-# `--hypothesis-profile=mutation`: a few programs, derandomized, for each mutant of a mutation run
-settings.register_profile("mutation", max_examples=40, deadline=None, derandomize=True)

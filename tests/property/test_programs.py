@@ -34,7 +34,7 @@ from privilog import Authorizer, dsl
 from privilog.api import load_world_for
 
 BACKENDS = ("compiled", "pydatalog")
-# Programs drawn (generic, over the prelude) under each profile (tests/property/conftest.py):
+# Programs drawn (generic, over the prelude) under each profile (tests/conftest.py):
 # the suite's, `long` by hand before an engine change lands, `mutation` for each mutant.
 EXAMPLES = {"long": (5000, 1000), "mutation": (40, 6)}
 PROFILE = getattr(settings, "_current_profile", "default")  # the one --hypothesis-profile loaded

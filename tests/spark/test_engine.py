@@ -223,7 +223,7 @@ def test_each_module_has_a_jvm_of_its_own_with_the_memory_the_tests_ask_for(spar
 
 # drawn the same every run and evaluated in one Spark evaluation; `--hypothesis-profile=long`
 # draws many more (tests/README.md, "Programs")
-PROGRAMS = 80 if getattr(settings, "_current_profile", "default") == "long" else 12
+PROGRAMS = 200 if getattr(settings, "_current_profile", "default") == "long" else 40
 
 
 def _suffixed(rule: Rule, suffix: str) -> Rule:
