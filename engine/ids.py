@@ -47,7 +47,9 @@ _NAMESPACE = r"[A-Za-z0-9_]+"  # NamespaceId
 _ARTIFACT = r"[A-Za-z0-9_.\-]+"  # ArtifactId: dots too (split from the namespace at the first one)
 _DATASET = r"[A-Za-z0-9_.$\-]+"  # DatasetId, DatasetModuleId, DatasetTypeId: `$` for nested Java classes
 _SECURE_KEY = r"[a-z0-9_\-]+"  # SecureKeyId: lower case only
-_KERBEROS = r"[!-9;-~]+"  # KerberosPrincipalId: not validated by CDAP; here printable ASCII but blank and `:`
+# KerberosPrincipalId: not validated by CDAP; here printable ASCII but blank, `:` and the wildcards `*`
+# and `?`, so that a kerberos id is a plain id or a pattern (engine/patterns.py) by the same rule as every other
+_KERBEROS = r"[!-)+-9;->@-~]+"
 
 PROGRAM_KINDS = ("mapreduce", "spark", "workflow", "service", "worker", "flow")
 

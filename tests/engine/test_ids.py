@@ -118,3 +118,17 @@ def test_artifact_names_split_at_the_first_dot_as_dataset_names_do() -> None:
     assert artifact.parts == ("ns1", "my.artifact-1.0")
     assert str(artifact.parent()) == "namespace:ns1"
     assert str(EntityId.parse("dataset_type:ns1.a.B$C").parent()) == "namespace:ns1"
+
+
+@pytest.mark.parametrize("text", ["kerberosprincipal:svc*@EXAMPLE.COM", "kerberosprincipal:svc?@EXAMPLE.COM"])
+def test_a_kerberos_principal_with_a_wildcard_is_a_pattern_never_a_plain_id(text: str) -> None:
+    """Issue 33, item 1: `*` and `?` are wildcards in every id, kerberos principals too."""
+    from privilog.engine.patterns import is_pattern, matches, parse_pattern
+
+    with pytest.raises(IdError, match="is a wildcard: only a grant may name one"):
+        EntityId.parse(text)
+    with pytest.raises(IdError):
+        EntityId("kerberosprincipal", text.partition(":")[2])
+    pattern = parse_pattern(text)
+    assert is_pattern(pattern) and str(pattern) == text
+    assert matches(pattern, EntityId.parse("kerberosprincipal:svcx@EXAMPLE.COM"))

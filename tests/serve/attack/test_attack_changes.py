@@ -1,0 +1,63 @@
+"""Attacks on the server's changes (issue 33), each against a real server over 127.0.0.1.
+
+1. a kerberos principal with `*` taken as a literal by a plain-id path and as a wildcard by the engine;
+2. a dropped role that kept its admin row, so whoever joins a role of that name later is an admin;
+3. a user made a member of a user (an admin "through" root);
+4. CDAP's revoke-everything-on-an-entity deciding what to revoke from a stale view;
+5. a refused change logged whole (10,000 items each time);
+6. a change refused for one malformed item missing from the audit log.
+"""
+
+from __future__ import annotations
+
+BASE = "/v3/security/authorization"
+WILD = "kerberosprincipal:svc*@EXAMPLE.COM"
+SVCROOT = "kerberosprincipal:svcroot@EXAMPLE.COM"
+
+
+def _audit(client, **params) -> list[dict]:
+    answer = client.get("/v1/audit", params=params)
+    assert answer.status_code == 200, answer.text
+    return answer.json()["changes"]
+
+
+def _one_line_error(answer) -> str:
+    error = answer.json()["error"]
+    assert "\n" not in error and "Traceback" not in error
+    return error
+
+
+# ---- 1. a wildcard kerberos principal is a pattern, never a literal ------------------------------
+
+
+def test_a_wildcard_kerberos_principal_is_refused_where_a_plain_id_is_asked(setup, server):
+    root = server.client(setup.root)
+    for entity in ({"entity": "KERBEROSPRINCIPAL", "principal": "svc*@EXAMPLE.COM"}, WILD,
+                   "kerberosprincipal:svc?oot@EXAMPLE.COM"):
+        answer = root.post(f"{BASE}/privileges/grant",
+                           json={"entity": entity, "principal": "user:bob", "actions": ["ADMIN"]})
+        assert answer.status_code == 400, answer.text
+        assert "wildcard" in _one_line_error(answer)
+        revoked = root.post(f"{BASE}/privileges/revoke", json={"entity": entity})
+        assert revoked.status_code == 400, revoked.text
+    enforce = {"entity": SVCROOT, "principal": "user:bob", "actions": ["ADMIN"]}
+    assert root.post(f"{BASE}/enforce", json=enforce).status_code == 403
+    assert root.get(f"{BASE}/user/bob/privileges").json() == []
+    # every other path that names one entity refuses it too: check, enforce, isVisible, entity.add
+    check = root.post("/v1/check", json={"principal": "user:bob", "operation": "kerberosprincipal.admin",
+                                         "entity": WILD})
+    assert check.status_code == 400, check.text
+    owner = root.post("/v1/check", json={"principal": "user:bob", "operation": "namespace.create",
+                                         "entity": "namespace:ns9", "args": {"owner": WILD}})
+    assert owner.status_code == 400, owner.text
+    assert root.post(f"{BASE}/enforce", json={**enforce, "entity": WILD}).status_code == 400
+    assert root.post(f"{BASE}/isVisible", json={"principal": "user:bob", "entities": [WILD]}).status_code == 400
+    added = root.post("/v1/changes", json={"kind": "entity.add", "items": [WILD]})
+    assert added.status_code == 400 and "wildcard" in _one_line_error(added)
+    # a grant of privilog's own API takes patterns: there it is a wildcard, and the engine agrees
+    granted = root.post("/v1/changes", json={"kind": "grant", "items": [["user:alice", "ADMIN", WILD]]})
+    assert granted.status_code == 200, granted.text
+    # (enforce reads `holds`, whose pattern rows are for the entities the world lists)
+    assert root.post("/v1/changes", json={"kind": "entity.add", "items": [SVCROOT]}).status_code == 200
+    assert root.post(f"{BASE}/enforce", json={**enforce, "principal": "user:alice"}).status_code == 200
+    assert root.post(f"{BASE}/enforce", json=enforce).status_code == 403
