@@ -212,8 +212,10 @@ class Deployment:
             elif kind == "entity.delete":
                 for text in items:
                     a.delete_entity(actor, EntityId.parse(text))
-            elif kind == "role.drop":
+            elif kind == "role.drop":  # as the store dropped it: members, memberships, grants, admin row
                 for role in items:
-                    a.remove_members(actor, [m for m in a.world.members if m[1] == role])
+                    a.remove_members(actor, [m for m in a.world.members if role in m])
                     a.revoke(actor, [g for g in a.world.grants if g.principal == role])
+                    if role in a.world.admins:
+                        a.remove_admins(actor, [role])
             # role.create, token.*: nothing the engine holds

@@ -51,6 +51,14 @@ WITH RECURSIVE g(p) AS (SELECT ? UNION SELECT m.grp FROM members m JOIN g ON m.m
 SELECT 1 FROM admins WHERE principal IN (SELECT p FROM g) LIMIT 1
 """
 
+# where a role's rows are (table, the condition on the role): what role.drop finds and deletes
+_ROLE_ROWS = (
+    ("roles", "role = ?"),
+    ("members", "grp = ? OR member = ?"),
+    ("grants", "principal = ?"),
+    ("admins", "principal = ?"),
+)
+
 # kind -> (table, its columns): the kinds that add or remove rows of one table
 _ROWS: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "grant": ("grants", ("principal", "action", "entity"), True),
@@ -315,16 +323,20 @@ class SqlStore(Store):
                     done.append(text)
             return tuple(done)
         if kind == "role.drop":
+            # A dropped role leaves nothing under its name: its members, its own memberships, its grants
+            # and its admin row go with it, so a role created later under that name starts with nothing
+            # (whoever joins it is not an admin, nor in a group, through the old one).
             done = []
             for role in items:
-                if self._one(cur, "SELECT 1 FROM roles WHERE role = ?", (role,)) is not None:
-                    for statement in (
-                        "DELETE FROM roles WHERE role = ?",
-                        "DELETE FROM members WHERE grp = ?",
-                        "DELETE FROM grants WHERE principal = ?",
-                    ):
-                        cur.execute(self._sql(statement), (role,))
+                rows = [(table, where, (role,) * where.count("?")) for table, where in _ROLE_ROWS]
+                if any(self._one(cur, f"SELECT 1 FROM {t} WHERE {w} LIMIT 1", params) for t, w, params in rows):
+                    for table, where, params in rows:
+                        cur.execute(self._sql(f"DELETE FROM {table} WHERE {where}"), params)
                     done.append(role)
+            if done and self._one(cur, "SELECT 1 FROM admins LIMIT 1") is None:
+                raise StoreError(
+                    f"dropping {', '.join(done)} would leave no authorization admin; add another admin first"
+                )
             return tuple(done)
         if kind == "token.create":
             raise StoreError("tokens are created with `privilog token create`, which shows the token once")

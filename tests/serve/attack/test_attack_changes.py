@@ -61,3 +61,37 @@ def test_a_wildcard_kerberos_principal_is_refused_where_a_plain_id_is_asked(setu
     assert root.post("/v1/changes", json={"kind": "entity.add", "items": [SVCROOT]}).status_code == 200
     assert root.post(f"{BASE}/enforce", json={**enforce, "principal": "user:alice"}).status_code == 200
     assert root.post(f"{BASE}/enforce", json=enforce).status_code == 403
+
+
+# ---- 2. a dropped role takes its admin row with it -----------------------------------------------
+
+
+def test_a_role_dropped_and_created_again_makes_nobody_an_admin(setup, server):
+    root, bob = server.client(setup.root), server.client(setup.bob)
+    assert root.put(f"{BASE}/roles/ops").status_code == 200
+    assert root.post("/v1/changes", json={"kind": "admin.add", "items": ["role:ops"]}).status_code == 200
+    assert root.delete(f"{BASE}/roles/ops").status_code == 200
+    assert root.put(f"{BASE}/roles/ops").status_code == 200
+    assert root.put(f"{BASE}/user/bob/roles/ops").status_code == 200  # bob plays mallory
+    refused = bob.post("/v1/changes", json={"kind": "admin.add", "items": ["user:bob"]})
+    assert refused.status_code == 403, refused.text
+    assert bob.get("/v1/audit").status_code == 403
+    # the same through privilog's own API, and for an admin role that was never created
+    assert root.post("/v1/changes", json={"kind": "admin.add", "items": ["role:ghost"]}).status_code == 200
+    assert root.post("/v1/changes", json={"kind": "role.drop", "items": ["role:ghost"]}).status_code == 200
+    assert root.put(f"{BASE}/user/bob/roles/ghost").status_code == 200
+    assert bob.post(f"{BASE}/privileges/grant", json={"entity": "namespace:ns1", "principal": "user:bob"}
+                    ).status_code == 403
+
+
+def test_dropping_the_role_of_the_last_admin_is_refused(setup, server):
+    root = server.client(setup.root)
+    changes = [("admin.add", ["role:solo"]), ("member.add", [["user:root", "role:solo"]]),
+               ("admin.remove", ["user:root"])]
+    for kind, items in changes:
+        assert root.post("/v1/changes", json={"kind": kind, "items": items}).status_code == 200
+    refused = root.delete(f"{BASE}/roles/solo")
+    assert refused.status_code == 400
+    assert "would leave no authorization admin" in _one_line_error(refused)
+    # root is still an admin, through the role
+    assert root.post("/v1/changes", json={"kind": "admin.add", "items": ["user:root"]}).status_code == 200

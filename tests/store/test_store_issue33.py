@@ -1,0 +1,46 @@
+"""The store's answers to the attacks of issue 33, the same on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+from privilog.dsl.ir import Policy
+from privilog.engine.world import NotAnAdmin
+
+from privilog.store import StoreError
+from privilog.store.deployment import Deployment
+from privilog.store.sql import SqlStore
+
+
+# ---- item 2: a dropped role leaves nothing under its name ----------------------------------------
+
+
+def test_a_dropped_role_is_no_longer_an_admin(store: SqlStore, policy: Policy) -> None:
+    deployment = Deployment(store, policy)
+    store.change("user:root", "role.create", ["role:ops"])
+    store.change("user:root", "admin.add", ["role:ops"])
+    store.change("user:root", "member.add", [["role:ops", "group:all"]])
+    deployment.catch_up()
+    assert deployment.change("user:root", "role.drop", ["role:ops"]).items == ("role:ops",)
+    world, _ = store.snapshot()
+    assert world.admins == {"user:root"} and world.members == set()
+    assert deployment.authorizer.world.admins == {"user:root"}  # the replay agrees
+    assert deployment.authorizer.world.members == set()
+    store.change("user:root", "role.create", ["role:ops"])
+    store.change("user:root", "member.add", [["user:mallory", "role:ops"]])
+    with pytest.raises(NotAnAdmin):
+        store.change("user:mallory", "admin.add", ["user:mallory"])
+    # an admin role never created (admin.add does not create it) is dropped all the same
+    store.change("user:root", "admin.add", ["role:ghost"])
+    assert store.change("user:root", "role.drop", ["role:ghost"]).items == ("role:ghost",)
+    assert store.snapshot()[0].admins == {"user:root"}
+
+
+def test_dropping_the_role_of_the_last_admin_is_refused(store: SqlStore, policy: Policy) -> None:
+    store.change("user:root", "admin.add", ["role:solo"])
+    store.change("user:root", "member.add", [["user:root", "role:solo"]])
+    store.change("user:root", "admin.remove", ["user:root"])  # root is an admin through role:solo only
+    with pytest.raises(StoreError, match="dropping role:solo would leave no authorization admin; add another admin"):
+        store.change("user:root", "role.drop", ["role:solo"])
+    world, _ = store.snapshot()
+    assert world.admins == {"role:solo"} and ("user:root", "role:solo") in world.members
+    assert store.changes_since(0)[-1].outcome.startswith("refused: dropping role:solo would leave no")
