@@ -4,6 +4,7 @@ JVM of each module's own."""
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -21,6 +22,16 @@ __all__ = ["fresh_postgres_url", "postgres_server", "postgres_url"]
 # a few, for each mutant of a mutation run (tests/README.md, "Programs" and "Mutation testing").
 settings.register_profile("long", max_examples=5000, deadline=None)
 settings.register_profile("mutation", max_examples=40, deadline=None, derandomize=True)
+
+ATTACK = Path(__file__).resolve().parent / "serve" / "attack"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test of tests/serve/attack is marked ``attack`` (a fast run leaves them out: ``-m 'not attack'``)."""
+    for item in items:
+        if ATTACK in item.path.parents:
+            item.add_marker(pytest.mark.attack)
+
 
 PARTITIONS = 2
 # With 2g, a tiny deployment with every relation in Spark ran out of memory. With 4g, the pipeline's

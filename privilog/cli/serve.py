@@ -17,10 +17,15 @@ from privilog.usage import EXIT_DENY, EXIT_OK, UsageError
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from privilog.serve.limits import OPTIONS, Limits
     from privilog.serve.server import ServeOptions, serve
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"privilog serve: --port is 0 to 65535, not {args.port}")
+    try:
+        limits = Limits(**{name: getattr(args, name) for _, name, _ in OPTIONS})
+    except ValueError as error:
+        raise UsageError(f"privilog serve: {error}") from None
     options = ServeOptions(
         store=str(store_url(args)),
         policy=args.policy,
@@ -29,9 +34,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         decision_log=args.decision_log,
         decision_log_sample=args.decision_log_sample,
-        max_body=args.max_body,
-        max_batch=args.max_batch,
-        client_timeout=args.client_timeout,
+        limits=limits,
     )
     return serve(options)
 
@@ -109,23 +112,17 @@ def register(sub: Any) -> None:
         metavar="FRACTION",
         help="log only this fraction of decisions, at random (default 1)",
     )
-    p.add_argument(
-        "--max-body", type=int, default=1 << 20, metavar="BYTES", help="the largest request body taken (default 1 MiB)"
-    )
-    p.add_argument(
-        "--max-batch",
-        type=int,
-        default=10_000,
-        metavar="N",
-        help="the most checks in one batch, or items in one change (default 10000)",
-    )
-    p.add_argument(
-        "--client-timeout",
-        type=float,
-        default=10.0,
-        metavar="SECONDS",
-        help="the time a client has to send a request's headers, and then its body (default 10)",
-    )
+    from privilog.serve.limits import OPTIONS, default
+
+    for option, name, what in OPTIONS:  # the budget of a request and a client (privilog/serve/limits.py)
+        value = default(name)
+        p.add_argument(
+            option,
+            type=type(value),
+            default=value,
+            metavar="SECONDS" if isinstance(value, float) else "N",
+            help=f"{what} (default {value:g})" if isinstance(value, float) else f"{what} (default {value})",
+        )
     p.set_defaults(run=cmd_serve)
 
     text = "bearer tokens for the server: create (shown once), revoke, list"

@@ -4,8 +4,10 @@ maps errors to statuses and counts.
 Every answer is JSON (``/metrics`` is Prometheus text). An error is
 ``{"error": "one line"}`` with a 4xx status: 400 malformed, 401 no or an unknown
 token, 403 not allowed (a non-admin's change, an enforce that fails), 404, 405,
-408 a body too slow, 409, 413 too large, 422 a policy that does not load. A bug
-is a 500 naming the request id, logged with its traceback; never an allow.
+408 a body too slow, 409, 413 too large, 422 a policy that does not load, 429
+too many refused changes, 431 headers too large; 503 (with ``Retry-After``) a
+store that is away or a request over its time, 507 a store whose disk is full.
+A bug is a 500 naming the request id, logged with its traceback; never an allow.
 
 >>> import tempfile, pathlib, dsl
 >>> from privilog.store import open_store
@@ -37,6 +39,7 @@ from starlette.routing import Route as StarletteRoute
 
 from privilog.dsl.errors import PrivilogError
 from privilog.engine.world import NotAnAdmin
+from privilog.store.base import StoreFull, StoreUnavailable
 
 from . import cdap, routes
 from .bodies import HttpError, one_line, parse_json, read_body
@@ -65,6 +68,7 @@ def endpoint(service: Service, route: Route) -> Any:
     async def answer(request: Request) -> Response:
         started = time.perf_counter()
         rid = request_id(request.headers.get("x-request-id"))
+        read = False  # whether the body was read to its end: if not, the connection ends with the answer
         try:
             principal = ""
             if route.auth != "none":
@@ -80,7 +84,8 @@ def endpoint(service: Service, route: Route) -> Any:
                     raise HttpError(f"{principal} is not an authorization admin", 403)
             body = None
             if route.body is not None or request.method in ("POST", "PUT"):
-                raw = await read_body(request, service.limits.max_body, service.limits.body_timeout)
+                raw = await read_body(request, service.limits.max_body, service.limits.client_timeout)
+                read = True
                 if route.body is None and raw.strip():
                     raise HttpError(f"{route.method} {route.path} takes no body")
                 if route.body is not None:
@@ -91,17 +96,32 @@ def endpoint(service: Service, route: Route) -> Any:
             response = json_response(error.status, error.payload(), error.headers)
         except NotAnAdmin as error:
             response = json_response(403, {"error": one_line(str(error))})
+        except StoreFull as error:
+            log.error("privilog serve: %s %s, request %s: %s", route.method, route.path, rid, one_line(str(error)))
+            response = json_response(507, {"error": one_line(str(error))})
+        except StoreUnavailable as error:
+            log.error("privilog serve: %s %s, request %s: %s", route.method, route.path, rid, one_line(str(error)))
+            retry = {"Retry-After": str(error.retry_after)}
+            response = json_response(503, {"error": one_line(str(error))}, retry)
         except PrivilogError as error:
             response = json_response(400, {"error": one_line(str(error))})
         except Exception:
             log.exception("privilog serve: internal error in %s %s, request %s", route.method, route.path, rid)
             response = json_response(500, {"error": f"internal error (request id {rid}); see the server's log"})
         response.headers["x-request-id"] = rid
+        if not read and _has_body(request):
+            response.headers["connection"] = "close"
         service.metrics.requested(route.name, response.status_code, time.perf_counter() - started)
         return response
 
     answer.__name__ = route.name
     return answer
+
+
+def _has_body(request: Request) -> bool:
+    """Whether a request declares a body (a length above 0, or chunks)."""
+    length = request.headers.get("content-length")
+    return (length is not None and length != "0") or "transfer-encoding" in request.headers
 
 
 def make_app(service: Service, follow_interval: float = 0.25, signals: bool = False) -> Starlette:

@@ -14,6 +14,10 @@ privilog.serve.bodies.HttpError: body.principal is a string, not 3
 Traceback (most recent call last):
 ...
 privilog.serve.bodies.HttpError: body has no field `colour` (fields: principal)
+>>> parse_json(b'{"principal": "user:nobody", "principal": "user:alice"}')
+Traceback (most recent call last):
+...
+privilog.serve.bodies.HttpError: malformed JSON: the key "principal" appears twice in one object
 """
 
 from __future__ import annotations
@@ -96,13 +100,26 @@ def parse_json(raw: bytes) -> Any:
     except UnicodeDecodeError as error:
         raise HttpError(f"the body is not UTF-8 (byte {error.start})") from None
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as error:
         raise HttpError(f"malformed JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
     except ValueError:  # Python reads at most 4300 digits of a whole number
         raise HttpError("malformed JSON: a number with more digits than privilog reads") from None
     except RecursionError:
         raise HttpError("malformed JSON: nested too deeply") from None
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are each written once: a key written twice is refused, not read last-wins
+    (a proxy or a log reading the first would see another request than the one decided)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise HttpError(f"malformed JSON: the key {shown(key)} appears twice in one object")
+            seen.add(key)
+    return out
 
 
 def _no_constant(name: str) -> Any:

@@ -27,11 +27,12 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 
 from privilog.dsl.ir import Verb
+from privilog.engine.authorizer import Authorizer
 from privilog.engine.ids import PRINCIPAL_KINDS, EntityId, IdError, parse_principal
 from privilog.engine.world import check_action
 
 from .bodies import HttpError, check_type, fields, shown
-from .service import Call, Route
+from .service import INLINE, Call, Route
 
 # entity type -> the fields of CDAP's JSON id, in the order of the dotted name
 ID_FIELDS: dict[str, tuple[str, ...]] = {
@@ -131,6 +132,8 @@ def _actions(value: Any, policy_actions: tuple[str, ...], where: str = "actions"
     if value is None:
         return list(policy_actions)
     check_type(value, list, where)
+    if not value:  # asks nothing: an enforce of nothing would allow anyone anything
+        raise HttpError(f"{where} is empty: name the actions (READ, WRITE, ...), or ALL for every one")
     out: list[str] = []
     for index, action in enumerate(value):
         check_type(action, str, f"{where}[{index}]")
@@ -277,26 +280,34 @@ async def is_visible(call: Call) -> dict[str, Any]:
     given: list[Any] = body["entities"]
     limit = call.service.limits.max_batch
     if len(given) > limit:
-        raise HttpError(f"body.entities has {len(given)} entities; the limit is {limit}", 413)
+        raise HttpError(f"body.entities has {len(given)} entities; the limit is {limit} (--max-batch)", 413)
     entities = [entity_from_json(item, f"body.entities[{i}]") for i, item in enumerate(given)]
     deployment = call.service.deployment
-    shown_: list[Any] = []
-    logged = []
+
+    def seen(authorizer: Authorizer, entity: EntityId) -> tuple[str | None, bool]:
+        op = listing.get(entity.type)
+        return op, op is not None and authorizer.allows(principal, op, str(entity))
+
     with deployment.lock:
-        authorizer = deployment.authorizer
-        listing = {op.entity_type: op.qualified for op in authorizer.policy.operations if op.verb is Verb.SHOWS}
-        started = time.perf_counter()
-        for item, entity in zip(given, entities, strict=True):
-            op = listing.get(entity.type)
-            seen = op is not None and authorizer.allows(principal, op, str(entity))
-            if seen:
-                shown_.append(item)
-            logged.append(({"principal": principal, "operation": op, "entity": str(entity)}, seen, 0.0))
-        seconds = time.perf_counter() - started
+        policy = deployment.authorizer.policy
+    listing = {op.entity_type: op.qualified for op in policy.operations if op.verb is Verb.SHOWS}
+    started = time.perf_counter()
+    if len(entities) > INLINE:
+        answers = await call.service.work(lambda deadline: call.service.in_slices(entities, seen, deadline))
+    else:
+        with deployment.lock:
+            authorizer = deployment.authorizer
+            answers = [seen(authorizer, entity) for entity in entities]
+    seconds = time.perf_counter() - started
+    shown_ = [item for item, (_, visible) in zip(given, answers, strict=True) if visible]
     each = seconds / max(1, len(entities))
     call.service.metrics.decided("isVisible", True, each, len(shown_))
     call.service.metrics.decided("isVisible", False, each, len(entities) - len(shown_))
-    call.service.log_decisions(call, "isVisible", [(r, a, each * 1e6) for r, a, _ in logged])
+    logged = [
+        ({"principal": principal, "operation": op, "entity": str(entity)}, visible, each * 1e6)
+        for entity, (op, visible) in zip(entities, answers, strict=True)
+    ]
+    call.service.log_decisions(call, "isVisible", logged)
     return {"visible": shown_}
 
 

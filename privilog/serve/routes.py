@@ -22,7 +22,7 @@ from privilog.render.explain import render_decision
 from privilog.store.base import ENGINE_KINDS, KINDS
 
 from .bodies import HttpError, fields, shown
-from .service import Call, Route
+from .service import INLINE, Call, Route
 
 CHECK_FIELDS = {"principal": str, "operation": str, "entity": str}
 CHECK_OPTIONAL = {"args": dict, "explain": bool}
@@ -35,12 +35,14 @@ def _asked(p: str, op: str, e: str, args: dict[str, Any] | None) -> dict[str, An
 
 async def check(call: Call) -> dict[str, Any]:
     body = fields(call.body, "body", CHECK_FIELDS, CHECK_OPTIONAL)
-    return _decide(call, body, explain=body.get("explain", False), endpoint="check")
+    if body.get("explain", False):  # a proof and its fixes: milliseconds, off the event loop
+        return await call.service.work(lambda deadline: _decide(call, body, explain=True, endpoint="check"))
+    return _decide(call, body, explain=False, endpoint="check")
 
 
 async def why(call: Call) -> dict[str, Any]:
     body = fields(call.body, "body", CHECK_FIELDS, {"args": dict})
-    return _decide(call, body, explain=True, endpoint="why", text=True)
+    return await call.service.work(lambda deadline: _decide(call, body, explain=True, endpoint="why", text=True))
 
 
 def _decide(call: Call, body: dict[str, Any], explain: bool, endpoint: str, text: bool = False) -> dict[str, Any]:
@@ -71,42 +73,56 @@ def _decide(call: Call, body: dict[str, Any], explain: bool, endpoint: str, text
 
 async def check_batch(call: Call) -> dict[str, Any]:
     """Many checks in one call: ``decisions`` is allow or deny for each, in order (with ``explain``,
-    each decision whole). One malformed check refuses the whole batch, naming it."""
+    each decision whole). One malformed check refuses the whole batch, naming it. A batch of more than
+    ``INLINE`` checks, or explained, is decided in a thread, in slices (:meth:`Service.in_slices`)."""
     body = fields(call.body, "body", {"checks": list}, {"explain": bool})
     checks: list[Any] = body["checks"]
-    limit = call.service.limits.max_batch
-    if len(checks) > limit:
-        raise HttpError(f"body.checks has {len(checks)} checks; the limit is {limit}", 413)
+    limits = call.service.limits
+    if len(checks) > limits.max_batch:
+        raise HttpError(f"body.checks has {len(checks)} checks; the limit is {limits.max_batch} (--max-batch)", 413)
     explain = body.get("explain", False)
-    deployment = call.service.deployment
-    out: list[Any] = []
+    if explain and len(checks) > limits.max_explained:
+        raise HttpError(
+            f"body.checks has {len(checks)} checks to explain; the limit is {limits.max_explained} "
+            "(--max-explained): ask for the decisions alone, then explain those you need",
+            413,
+        )
+    asked = [_item(item, index) for index, item in enumerate(checks)]
+
+    def decide(authorizer: Authorizer, index_item: tuple[int, tuple[str, str, str, dict[str, Any] | None]]) -> Any:
+        index, (p, op, e, args) = index_item
+        try:
+            if explain:
+                return authorizer.check(authorizer.request(p, op, e, args))
+            return authorizer.allows(p, op, e, args)
+        except RequestError as error:
+            raise HttpError(f"body.checks[{index}]: {error}") from None
+
+    started = time.perf_counter()
+    if explain or len(asked) > INLINE:
+        answers = await call.service.work(lambda deadline: call.service.in_slices(enumerate(asked), decide, deadline))
+    else:
+        deployment = call.service.deployment
+        with deployment.lock:
+            authorizer = deployment.authorizer
+            answers = [decide(authorizer, pair) for pair in enumerate(asked)]
+    seconds = time.perf_counter() - started
     counts: Counter[tuple[str, bool]] = Counter()
-    logged: list[tuple[dict[str, Any], bool, float]] | None = [] if call.service.decision_log else None
-    with deployment.lock:
-        authorizer = deployment.authorizer
-        started = time.perf_counter()
-        for index, item in enumerate(checks):
-            p, op, e, args = _item(item, index)
-            try:
-                if explain:
-                    decision = authorizer.check(authorizer.request(p, op, e, args))
-                    allowed = decision.allowed
-                    out.append(decision.to_json())
-                else:
-                    allowed = authorizer.allows(p, op, e, args)
-                    out.append("allow" if allowed else "deny")
-            except RequestError as error:
-                raise HttpError(f"body.checks[{index}]: {error}") from None
-            counts[(op, allowed)] += 1
-            if logged is not None:
-                logged.append((_asked(p, op, e, args), allowed, 0.0))
-        seconds = time.perf_counter() - started
+    out: list[Any] = []
+    for (_, op, _, _), answer in zip(asked, answers, strict=True):
+        allowed = answer.allowed if explain else answer
+        counts[(op, allowed)] += 1
+        out.append(answer.to_json() if explain else ("allow" if allowed else "deny"))
     each = seconds / max(1, len(checks))
     for (op, allowed), n in counts.items():
         call.service.metrics.decided(op, allowed, each, n)
-    if logged:
-        call.service.log_decisions(call, "check/batch", [(r, a, each * 1e6) for r, a, _ in logged])
-    return {"decisions": out, "policy": deployment.policy.name}
+    if call.service.decision_log is not None:
+        logged = [
+            (_asked(p, op, e, args), answer.allowed if explain else answer, each * 1e6)
+            for (p, op, e, args), answer in zip(asked, answers, strict=True)
+        ]
+        call.service.log_decisions(call, "check/batch", logged)
+    return {"decisions": out, "policy": call.service.deployment.policy.name}
 
 
 def _item(item: Any, index: int) -> tuple[str, str, str, dict[str, Any] | None]:
@@ -120,23 +136,25 @@ def _item(item: Any, index: int) -> tuple[str, str, str, dict[str, Any] | None]:
 
 
 async def visible(call: Call) -> dict[str, Any]:
-    """What a principal may see (``privilog list``): of one type or every listable one, inside ``in``."""
+    """What a principal may see (``privilog list``): of one type or every listable one, inside ``in``;
+    in a thread, one type at a time under the lock."""
     body = fields(call.body, "body", {"principal": str}, {"type": str, "in": str, "because": bool})
     # checked here: with nothing of the type to show, the engine would not look at the principal
     principal, within = parse_principal(body["principal"]), body.get("in")
     deployment = call.service.deployment
-    shown_: list[dict[str, Any]] = []
     with deployment.lock:
         authorizer = deployment.authorizer
         types = [body["type"]] if "type" in body else authorizer.listable_types()
-        for entity_type in types:
-            if "type" not in body and not _fits(authorizer, entity_type, within):
-                continue
-            if body.get("because"):
-                shown_ += [v.to_json() for v in authorizer.visible(principal, entity_type, within)]
-            else:
-                shown_ += [{"entity": str(e)} for e in authorizer.visible_entities(principal, entity_type, within)]
-    return {"principal": principal, "in": within, "visible": shown_}
+
+    def one_type(authorizer: Authorizer, entity_type: str) -> list[dict[str, Any]]:
+        if "type" not in body and not _fits(authorizer, entity_type, within):
+            return []
+        if body.get("because"):
+            return [v.to_json() for v in authorizer.visible(principal, entity_type, within)]
+        return [{"entity": str(e)} for e in authorizer.visible_entities(principal, entity_type, within)]
+
+    found = await call.service.work(lambda deadline: call.service.in_slices(types, one_type, deadline))
+    return {"principal": principal, "in": within, "visible": [v for shown_ in found for v in shown_]}
 
 
 def _fits(authorizer: Authorizer, entity_type: str, within: str | None) -> bool:
@@ -152,7 +170,8 @@ async def change(call: Call) -> dict[str, Any]:
         hint = "; tokens are made and revoked with `privilog token`" if kind in KINDS else ""
         raise HttpError(f"body.kind is one of {known}, not {shown(kind)}{hint}")
     if len(body["items"]) > call.service.limits.max_batch:
-        raise HttpError(f"body.items has {len(body['items'])} items; the limit is {call.service.limits.max_batch}", 413)
+        limit = call.service.limits.max_batch
+        raise HttpError(f"body.items has {len(body['items'])} items; the limit is {limit} (--max-batch)", 413)
     entry = await call.service.change(call, kind, body["items"])
     return {"change": entry.to_json()}
 

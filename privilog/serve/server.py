@@ -5,10 +5,11 @@ error (exit 2) rather than uvicorn's log and exit. With ``workers`` above one,
 each worker process loads its own deployment from the store and follows it
 (what one worker writes, the others replay within the follow interval).
 
-uvicorn has no limit on the time a client takes to send a request's headers;
-:class:`HeaderTimeoutProtocol` adds one (a client that sends half the headers
-and waits is disconnected), so slow clients hold only their own connection,
-and not for ever.
+uvicorn bounds neither the size of a request's headers nor the time a client
+takes to send them, and keeps a connection whose answer was sent while its body
+still trickles in; :class:`BoundedProtocol` adds those bounds (the budget of
+:mod:`.limits`), so a slow or oversized client holds only its own connection,
+and not for long.
 """
 
 from __future__ import annotations
@@ -19,15 +20,17 @@ import logging
 import os
 import socket
 import sys
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from .bodies import ServeError
+from .limits import Limits
 
 OPTIONS_ENV = "PRIVILOG_SERVE_OPTIONS"  # how the options reach worker processes
-CLIENT_TIMEOUT = 10.0
+LINGER = 2.0  # seconds the rest of an unread body is read and dropped before its connection is closed
 
 
 @dataclass(frozen=True)
@@ -41,44 +44,182 @@ class ServeOptions:
     workers: int = 1
     decision_log: str | None = None
     decision_log_sample: float = 1.0
-    max_body: int = 1 << 20
-    max_batch: int = 10_000
     follow_interval: float = 0.25
-    client_timeout: float = CLIENT_TIMEOUT  # seconds to send the headers, then as many to send the body
+    limits: Limits = field(default_factory=Limits)
+
+    @classmethod
+    def from_json(cls, text: str) -> ServeOptions:
+        data = json.loads(text)
+        return cls(**{**data, "limits": Limits(**data["limits"])})
 
 
-class HeaderTimeoutProtocol(HttpToolsProtocol):
-    """uvicorn's HTTP protocol, closing a connection whose request headers do not all arrive in time."""
+class BoundedProtocol(HttpToolsProtocol):
+    """uvicorn's HTTP protocol, with the budget of a connection (:mod:`.limits`) enforced as bytes arrive.
 
-    header_timeout = CLIENT_TIMEOUT
-    _header_timer: asyncio.TimerHandle | None = None
+    * the request line and headers: at most ``max_header_bytes`` (431 and closed; counted before
+      httptools gathers a header, so a header of 50 MiB costs 32 KiB), within ``client_timeout``
+      seconds (closed);
+    * a request whose answer was sent before its body was read to its end (a 401, 413, 408) ends
+      its connection: the answer is sent with ``connection: close``, then the server stops writing
+      (FIN) and reads and drops what still comes for at most :data:`LINGER` seconds before it closes
+      (closing at once would reset the connection and could lose the answer on its way), so a
+      client dribbling the rest of a declared body holds its socket two seconds, not for ever;
+    * one request holds its connection at most ``connection_timeout`` seconds, headers, body and
+      work together (503 if nothing was answered yet, then closed);
+    * at most ``max_connections_per_client`` connections from one address (503, closed at once).
+    """
 
-    def connection_made(self, transport: Any) -> None:
+    limits = Limits()  # set by build_app, in each worker process
+    per_client: ClassVar[Counter[str]] = Counter()
+
+    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._header_timer = self.loop.call_later(self.header_timeout, self._too_slow)
+        self._timer: asyncio.TimerHandle | None = None
+        self._lingering = False
+        self._in_headers, self._header_bytes, self._too_big = True, 0, False
+        self._address = self.client[0] if self.client else ""
+        BoundedProtocol.per_client[self._address] += 1
+        limit = self.limits.max_connections_per_client
+        if BoundedProtocol.per_client[self._address] > limit:
+            self._answer(
+                503,
+                f"too many connections from {self._address}; the limit is {limit} (--max-connections-per-client)",
+                retry=True,
+            )
+            return
+        self._arm(self.limits.client_timeout, self._too_slow)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        count = BoundedProtocol.per_client[self._address] - 1
+        if count > 0:
+            BoundedProtocol.per_client[self._address] = count
+        else:
+            BoundedProtocol.per_client.pop(self._address, None)
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return  # the rest of a body no one will read: dropped until the connection closes
+        if self._in_headers:
+            room = self.limits.max_header_bytes - self._header_bytes
+            if len(data) > room:  # feed what fits: the headers may end within it, and the rest is body
+                head, data = data[: max(room, 0)], data[max(room, 0) :]
+                if head:
+                    self._header_bytes += len(head)
+                    super().data_received(head)
+                if self.transport.is_closing():
+                    return
+                if self._in_headers:
+                    self._too_big = True
+                    self._answer(431, self._too_big_text())
+                    return
+            else:
+                self._header_bytes += len(data)
+        super().data_received(data)
+
+    def send_400_response(self, msg: str) -> None:
+        if self._too_big:
+            self._answer(431, self._too_big_text())
+            return
+        super().send_400_response(msg)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        if self._header_timer is None:
-            self._header_timer = self.loop.call_later(self.header_timeout, self._too_slow)
+        self._in_headers, self._header_bytes = True, 0
+        if self._timer is None:
+            self._arm(self.limits.client_timeout, self._too_slow)
 
     def on_headers_complete(self) -> None:
-        self._stop_header_timer()
+        self._in_headers = False
+        self._arm(self.limits.connection_timeout, self._too_long)
         super().on_headers_complete()
+        if self.cycle is not None:  # the cycle closes the connection through _Lingering
+            self.cycle.transport = _Lingering(self.transport, self)
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_header_timer()
-        super().connection_lost(exc)
+    def on_response_complete(self) -> None:
+        self._disarm()
+        cycle = self.cycle
+        if cycle is not None and cycle.more_body and not self.transport.is_closing():
+            self.linger()  # the body was not read to its end: the connection is not kept for it
+        super().on_response_complete()
 
-    def _stop_header_timer(self) -> None:
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-            self._header_timer = None
+    def linger(self) -> None:
+        """End a connection whose request body was not read to its end: stop writing (the answer goes
+        out, then FIN), drop what the client still sends, and close after :data:`LINGER` seconds or
+        when the client closes, whichever comes first."""
+        cycle = self.cycle
+        if self._lingering or self.transport.is_closing():
+            return
+        if cycle is None or not cycle.more_body or not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        self._lingering = True
+        self.transport.write_eof()
+        self._arm(min(LINGER, self.limits.client_timeout), self._too_slow)
+
+    # ---- timers and answers ---------------------------------------------------------------------
+
+    def _arm(self, seconds: float, then: Any) -> None:
+        self._disarm()
+        self._timer = self.loop.call_later(seconds, then)
+
+    def _disarm(self) -> None:
+        timer, self._timer = getattr(self, "_timer", None), None
+        if timer is not None:
+            timer.cancel()
 
     def _too_slow(self) -> None:
-        self._header_timer = None
+        self._timer = None
         if not self.transport.is_closing():
             self.transport.close()
+
+    def _too_long(self) -> None:
+        self._timer = None
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_started and not self.transport.is_closing():
+            seconds = self.limits.connection_timeout
+            self._answer(503, f"the request was not answered within {seconds:g} s (--request-timeout); split it")
+        elif not self.transport.is_closing():
+            self.transport.close()
+
+    def _too_big_text(self) -> str:
+        return (
+            f"the request line and headers are over {self.limits.max_header_bytes} bytes (--max-header-bytes); "
+            "a bearer token is about 70 characters"
+        )
+
+    def _answer(self, status: int, message: str, retry: bool = False) -> None:
+        """Answer ``status`` with ``{"error": message}`` and close: for what is refused before the app."""
+        if self.cycle is not None:
+            self.cycle.disconnected = True  # the app's own answer, if it comes, is dropped
+            self.cycle.message_event.set()
+        body = json.dumps({"error": message}).encode()
+        reason = {431: "Request Header Fields Too Large", 503: "Service Unavailable"}[status]
+        head = [
+            f"HTTP/1.1 {status} {reason}",
+            "content-type: application/json",
+            f"content-length: {len(body)}",
+            "connection: close",
+            *(["retry-after: 1"] if retry else []),
+        ]
+        if not self.transport.is_closing():
+            self.transport.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+            self.transport.close()
+
+
+class _Lingering:
+    """A connection's transport as its request's cycle sees it: ``close`` lingers (:meth:`BoundedProtocol.linger`)
+    when the request's body was not read to its end; everything else is the transport's own."""
+
+    def __init__(self, transport: Any, protocol: BoundedProtocol):
+        self._transport, self._protocol = transport, protocol
+
+    def close(self) -> None:
+        self._protocol.linger()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -103,15 +244,14 @@ def build_app(options: ServeOptions, signals: bool) -> Any:
 
     from .app import make_app
     from .decisionlog import DecisionLog
-    from .service import Limits, Service
+    from .service import Service
 
     policy = dsl.load_policy(options.policy)
     store = open_store(options.store, policy.actions, create=False)
     deployment = Deployment(store, policy)
     decision_log = DecisionLog.open(options.decision_log, options.decision_log_sample) if options.decision_log else None
-    HeaderTimeoutProtocol.header_timeout = options.client_timeout  # in a worker process too
-    limits = Limits(max_body=options.max_body, max_batch=options.max_batch, body_timeout=options.client_timeout)
-    service = Service(deployment, options.policy, limits, decision_log)
+    BoundedProtocol.limits = options.limits  # in a worker process too
+    service = Service(deployment, options.policy, options.limits, decision_log)
     return make_app(service, options.follow_interval, signals=signals)
 
 
@@ -125,7 +265,7 @@ def _check_loads(options: ServeOptions) -> None:
 
 def worker_app() -> Any:
     """The application of one worker process (``--workers N``): options from the environment."""
-    options = ServeOptions(**json.loads(os.environ[OPTIONS_ENV]))
+    options = ServeOptions.from_json(os.environ[OPTIONS_ENV])
     return build_app(options, signals=True)
 
 
@@ -135,13 +275,13 @@ def serve(options: ServeOptions) -> int:
 
     if options.workers < 1:
         raise ServeError(f"--workers is at least 1, not {options.workers}")
-    HeaderTimeoutProtocol.header_timeout = options.client_timeout
+    BoundedProtocol.limits = options.limits
     sock = bind(options.host, options.port)
     host, port = sock.getsockname()[:2]
     common: dict[str, Any] = {
         "log_level": "warning",
         "access_log": False,
-        "http": HeaderTimeoutProtocol,
+        "http": BoundedProtocol,
         "lifespan": "on",
         "timeout_keep_alive": 5,
         "timeout_graceful_shutdown": 5,

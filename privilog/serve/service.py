@@ -1,11 +1,16 @@
 """What every endpoint shares: the deployment, who a token stands for, metrics, the decision log.
 
-Threads. Decisions take microseconds: they run on the event loop's thread,
-inline, holding ``deployment.lock`` so that they never see a change half
-replayed. Store writes wait for a disk (fsync, milliseconds): they run in the
-thread pool, where ``deployment.change`` makes the change durable and replays
-the log into the authorizer under the same lock. Token lookups that miss the
-cache also go to the pool.
+Threads. A check takes microseconds: it runs on the event loop's thread,
+inline, holding ``deployment.lock`` so that it never sees a change half
+replayed. Bigger work (a batch past :data:`INLINE` checks, anything explained,
+listings) runs in the thread pool through :meth:`Service.work`: at most
+:data:`HEAVY` such requests at once, each taking the lock for a few
+milliseconds at a time, within ``--request-timeout``; so the loop, and
+``/health`` with it, keeps answering while one runs. Store writes wait for a
+disk (fsync, milliseconds): they run in the thread pool, where
+``deployment.change`` makes the change durable and replays the log into the
+authorizer under the same lock. Token lookups that miss the cache also go to
+the pool.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import gc
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,27 +31,67 @@ from privilog import dsl
 from privilog.dsl.errors import PrivilogError
 from privilog.dsl.format import format_policy
 from privilog.dsl.ir import Policy
+from privilog.engine.authorizer import Authorizer
 from privilog.engine.world import NotAnAdmin
-from privilog.store.base import Change, split_token
+from privilog.store.base import Change, StoreFull, StoreUnavailable, split_token
 from privilog.store.deployment import Deployment
 
 from .bodies import HttpError, one_line
 from .decisionlog import DecisionLog
+from .limits import Limits
 from .metrics import Metrics
 
 log = logging.getLogger("privilog.serve")
 
-TOKEN_CACHE = 10_000  # tokens remembered at most (a flood of made-up tokens cannot grow it)
+TOKEN_CACHE = 10_000  # live tokens remembered at most (only tokens the store knows are remembered)
+MAX_AUTHORIZATION = 512  # characters of an Authorization header looked at; a token is about 70
+INLINE = 256  # checks (or entities) of one request decided inline on the event loop; more go to a thread
+HEAVY = 2  # requests doing bigger work at once, per worker (the others wait their turn)
+SLICE = 0.005  # seconds a big request holds the deployment's lock at a time
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What one request may ask: body size, checks in a batch, seconds to send the body."""
+class Deadline:
+    """The time one request may still take (``--request-timeout``); :meth:`check` raises 503 past it."""
 
-    max_body: int = 1 << 20
-    max_batch: int = 10_000
-    body_timeout: float = 10.0
-    token_ttl: float = 1.0  # a revoked token stops working within this many seconds
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+
+    def check(self) -> None:
+        if time.monotonic() > self.end:
+            raise HttpError(
+                f"the request took longer than {self.seconds:g} s (--request-timeout); split it into smaller ones",
+                503,
+            )
+
+
+class RefusalBudget:
+    """Refused changes per principal: ``per_minute`` a minute, as a token bucket (a burst of as many).
+
+    A principal past its budget is answered 429 without the store being asked, so a
+    token holder cannot fill the audit log's disk with refusals.
+    """
+
+    def __init__(self, per_minute: int):
+        self.per_minute = per_minute
+        self._buckets: dict[str, tuple[float, float]] = {}  # principal -> (tokens, when)
+
+    def _level(self, principal: str, now: float) -> float:
+        tokens, when = self._buckets.get(principal, (float(self.per_minute), now))
+        return min(float(self.per_minute), tokens + (now - when) * self.per_minute / 60.0)
+
+    def allowed(self, principal: str) -> float:
+        """0 if ``principal`` may try a change now, else the seconds until it may."""
+        level = self._level(principal, time.monotonic())
+        return 0.0 if level >= 1.0 else (1.0 - level) * 60.0 / self.per_minute
+
+    def refused(self, principal: str) -> None:
+        now = time.monotonic()
+        self._buckets[principal] = (self._level(principal, now) - 1.0, now)
+        if len(self._buckets) > TOKEN_CACHE:  # only principals with a live token get here: keep the emptiest
+            full = [p for p in self._buckets if self._level(p, now) >= self.per_minute - 1]
+            for name in full[: TOKEN_CACHE // 2]:
+                del self._buckets[name]
 
 
 @dataclass(frozen=True)
@@ -107,13 +152,21 @@ class Service:
         self.metrics = Metrics()
         self.version = policy_version(deployment.policy)
         self.last_reload_error: str | None = None
-        self._tokens: dict[str, tuple[str | None, float]] = {}
+        self._tokens: dict[str, tuple[str, float]] = {}
         self._reloading: asyncio.Lock | None = None
+        self._heavy: asyncio.Semaphore | None = None
+        self.refusals = RefusalBudget(self.limits.max_refusals_per_minute)
 
     # ---- who asks ---------------------------------------------------------------------------
 
     async def principal(self, header: str | None) -> str:
-        """The principal a request's bearer token stands for; 401 for none, a malformed or unknown one."""
+        """The principal a request's bearer token stands for; 401 for none, a malformed or unknown one.
+
+        Only tokens the store knows are remembered (for ``token_ttl`` seconds), and a header
+        longer than any token is refused before anything is looked up. While the store is
+        away, a token it knew goes on standing for its principal (checks are answered from
+        the engine in memory); one never seen is a 503.
+        """
         challenge = {"WWW-Authenticate": 'Bearer realm="privilog"'}
         if not header:
             raise HttpError(
@@ -121,22 +174,33 @@ class Service:
                 401,
                 challenge,
             )
+        invalid = {"WWW-Authenticate": 'Bearer realm="privilog", error="invalid_token"'}
+        if len(header) > MAX_AUTHORIZATION:
+            raise HttpError(f"the Authorization header is over {MAX_AUTHORIZATION} characters: not a token", 401, invalid)
         scheme, _, token = header.partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise HttpError("the Authorization header is `Bearer TOKEN`", 401, challenge)
         now = time.monotonic()
         cached = self._tokens.get(token)
-        if cached is None or cached[1] <= now:
-            found = await run_in_threadpool(self.store.token_principal, token) if split_token(token) else None
-            if len(self._tokens) >= TOKEN_CACHE:
-                self._tokens.clear()
-            cached = self._tokens[token] = (found, now + self.limits.token_ttl)
-        if cached[0] is None:
-            raise HttpError(
-                "unknown or revoked token", 401, {"WWW-Authenticate": 'Bearer realm="privilog", error="invalid_token"'}
-            )
-        return cached[0]
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        if split_token(token) is None:
+            raise HttpError("unknown or revoked token", 401, invalid)
+        try:
+            found = await run_in_threadpool(self.store.token_principal, token)
+        except StoreUnavailable as error:
+            if cached is None:
+                raise
+            log.warning("privilog serve: the store is away (%s); a token seen before stands", one_line(str(error)))
+            return cached[0]
+        if found is None:
+            self._tokens.pop(token, None)
+            raise HttpError("unknown or revoked token", 401, invalid)
+        if len(self._tokens) >= TOKEN_CACHE and token not in self._tokens:
+            self._tokens.clear()
+        self._tokens[token] = (found, now + self.limits.token_ttl)
+        return found
 
     def is_admin(self, principal: str) -> bool:
         with self.deployment.lock:
@@ -146,17 +210,68 @@ class Service:
 
     async def change(self, call: Call, kind: str, items: list[Any]) -> Change:
         """Make a change as the caller (refused unless an admin: 403, logged by the store); durable when
-        this returns, and already in the authorizer."""
+        this returns, and already in the authorizer. A principal whose changes were refused more than
+        ``--max-refusals-per-minute`` times in the last minute is answered 429 and the store is not asked."""
+        wait = self.refusals.allowed(call.principal)
+        if wait:
+            self.metrics.changes[(kind, "throttled")] += 1
+            raise HttpError(
+                f"{call.principal} has had {self.limits.max_refusals_per_minute} changes refused in a minute "
+                f"(--max-refusals-per-minute); try again in {wait:.0f} s",
+                429,
+                {"Retry-After": str(max(1, round(wait)))},
+            )
         try:
             entry: Change = await run_in_threadpool(
                 self.deployment.change, call.principal, kind, items, call.request_id
             )
         except Exception as error:
+            if not isinstance(error, StoreUnavailable | StoreFull):  # the store's fault, not the caller's
+                self.refusals.refused(call.principal)
             outcome = "refused" if isinstance(error, NotAnAdmin) else "invalid"
             self.metrics.changes[(kind, outcome)] += 1
             raise
         self.metrics.changes[(kind, "applied")] += 1
         return entry
+
+    # ---- bigger work ----------------------------------------------------------------------------
+
+    async def work(self, job: Callable[[Deadline], Any]) -> Any:
+        """Run ``job`` (a request's bigger work) in the thread pool, at most :data:`HEAVY` at once, within
+        ``--request-timeout`` (its wait for a turn included); ``job`` takes the deployment's lock in
+        slices (:meth:`slices`) and calls ``deadline.check()`` between them."""
+        if self._heavy is None:
+            self._heavy = asyncio.Semaphore(HEAVY)
+        deadline = Deadline(self.limits.request_timeout)
+        try:
+            await asyncio.wait_for(self._heavy.acquire(), self.limits.request_timeout)
+        except TimeoutError:
+            deadline.check()
+            raise
+        try:
+            return await run_in_threadpool(job, deadline)
+        finally:
+            self._heavy.release()
+
+    def in_slices(self, items: Iterable[Any], decide: Callable[[Authorizer, Any], Any], deadline: Deadline) -> list[Any]:
+        """``decide(authorizer, item)`` for each item, in order, holding the deployment's lock for about
+        :data:`SLICE` seconds at a time: between slices the event loop's checks and the store's replay
+        take their turn, and the deadline is looked at. Each answer is of the state at its slice, which
+        holds every change acknowledged before the request began."""
+        out: list[Any] = []
+        pending = iter(items)
+        lock = self.deployment.lock
+        while True:
+            deadline.check()
+            with lock:
+                authorizer = self.deployment.authorizer
+                end = time.perf_counter() + SLICE
+                for item in pending:
+                    out.append(decide(authorizer, item))
+                    if time.perf_counter() > end:
+                        break
+                else:
+                    return out
 
     # ---- decisions ----------------------------------------------------------------------------
 

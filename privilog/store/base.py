@@ -57,6 +57,18 @@ class StoreError(OneLineError):
     """A store that cannot be opened or used as asked, or a change that is malformed."""
 
 
+class StoreUnavailable(StoreError):
+    """The store cannot be reached now (its database is down, its file locked or unreadable): try again
+    later. The server answers 503 with ``Retry-After``; nothing was changed."""
+
+    retry_after = 1  # seconds a client waits before asking again
+
+
+class StoreFull(StoreError):
+    """The store's disk (or database) has no room for the change: nothing was changed. The server
+    answers 507 naming the cause."""
+
+
 @dataclass(frozen=True)
 class Change:
     """One entry of the log: who asked what, when, and what it did.
@@ -293,6 +305,8 @@ __all__ = [
     "NotAnAdmin",
     "Store",
     "StoreError",
+    "StoreFull",
+    "StoreUnavailable",
     "Token",
     "check_items",
     "new_token",

@@ -71,7 +71,13 @@ class Server:
         for line in self.process.stderr:
             self.log.append(line)
 
-    def client(self, token: str | None = None) -> httpx.Client:
+    def client(self, token: str | None = None, fresh: bool = False) -> httpx.Client:
+        """An httpx client sending ``token``: one per token, kept (its connections reused, as a real
+        caller's pool would), unless ``fresh``."""
+        if not fresh:
+            for client in self._clients:
+                if client.headers.get("Authorization") == (f"Bearer {token}" if token else None):
+                    return client
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         client = httpx.Client(base_url=self.url, headers=headers, timeout=30)
         self._clients.append(client)
