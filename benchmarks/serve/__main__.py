@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,10 +80,12 @@ def _store(size: int, folder: Path) -> tuple[str, str, list[dict[str, Any]]]:
     return str(path), token, requests
 
 
-def _serve(store: str, workers: int) -> tuple[subprocess.Popen[str], str, float]:
+def _serve(store: str, workers: int, extra: Sequence[str] = ()) -> tuple[subprocess.Popen[str], str, float]:
+    """``privilog serve`` on ``store`` (``extra``: more of its options), once every worker answers /ready:
+    the process, its URL and the seconds it took. Its stderr is a pipe the caller drains or leaves."""
     started = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-m", "privilog", "serve", "--store", store, "--port", "0",
-                                "--workers", str(workers)], stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                                "--workers", str(workers), *extra], stderr=subprocess.PIPE, text=True, cwd=ROOT)
     assert process.stderr is not None
     url = ""
     deadline = time.monotonic() + 600
@@ -115,8 +118,12 @@ def _wrk(url: str, path: str, lua: Path, connections: int, duration: int, thread
         percentiles[f"p{p}_ms"] = float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
     non200 = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     total = re.search(r"(\d+) requests in", out)
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    names = ("connect", "read", "write", "timeout")
+    socket_errors = dict(zip(names, map(int, errors.groups()), strict=True)) if errors else {}
     return {"requests_per_s": rate, **percentiles, "requests": int(total.group(1)) if total else None,
-            "non_2xx": int(non200.group(1)) if non200 else 0, "connections": connections}
+            "non_2xx": int(non200.group(1)) if non200 else 0, "connections": connections,
+            **({"socket_errors": socket_errors} if socket_errors else {})}
 
 
 def _script(folder: Path, name: str, token: str, path: str, bodies: list[str], unique: bool = False) -> Path:
