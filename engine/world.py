@@ -69,6 +69,24 @@ def check_action(action: str, actions: Iterable[str] = ()) -> str:
     return action
 
 
+def check_membership(member: str, group: str) -> tuple[str, str]:
+    """A membership of two principals, checked: only a group or a role has members (a user is in
+    no user: being "in" ``user:root`` would hold root's grants and admin rights).
+
+    >>> check_membership("user:eve", "group:eng")
+    ('user:eve', 'group:eng')
+    >>> check_membership("user:eve", "user:root")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+      ...
+    privilog.engine.ids.IdError: `user:eve` cannot be a member of `user:root`: only a group or a role has members ...
+    """
+    if not group.startswith(("group:", "role:")):
+        raise IdError(
+            f"`{member}` cannot be a member of `{group}`: only a group or a role has members (group:NAME, role:NAME)"
+        )
+    return member, group
+
+
 @dataclass(frozen=True, order=True)
 class Grant:
     """``principal`` holds ``action`` on ``entity``."""
@@ -202,8 +220,11 @@ class World:
         for pair in out:
             if not isinstance(pair, tuple) or len(pair) != 2:
                 raise WorldError(f"a membership is (PRINCIPAL, GROUP_OR_ROLE), not {pair!r}")
-            parse_principal(pair[0])
-            parse_principal(pair[1])
+            member, group = parse_principal(pair[0]), parse_principal(pair[1])
+            try:
+                check_membership(member, group)
+            except IdError as error:
+                raise WorldError(str(error)) from None
         return out
 
     def grant(self, actor: str, grants: Iterable[Grant]) -> list[Grant]:
@@ -530,7 +551,9 @@ def _values(change: Change, actions: tuple[str, ...]) -> list[Any]:
         for principal, action, entity in items:
             out.append(Grant(parse_principal(principal), check_action(action, actions), EntityId.parse(entity)))
         return out
-    if kind in ("member.add", "member.remove"):
+    if kind == "member.add":
+        return [check_membership(parse_principal(member), parse_principal(group)) for member, group in items]
+    if kind == "member.remove":  # what is there may go, whatever it is
         return [(parse_principal(member), parse_principal(group)) for member, group in items]
     if kind in ("admin.add", "admin.remove"):
         return [parse_principal(p) for p in items]
@@ -725,7 +748,10 @@ class WorldReader:
                 pair = [pair["principal"], pair["group"]]
             if not isinstance(pair, list) or len(pair) != 2:
                 raise self.fail(entry.where, "a membership is [PRINCIPAL, GROUP_OR_ROLE]")
-            world.members.add((self.principal(pair[0]), self.principal(pair[1])))
+            try:
+                world.members.add(check_membership(self.principal(pair[0]), self.principal(pair[1])))
+            except IdError as error:
+                raise self.fail(entry.where, str(error)) from None
         for entry in self.items(data.get("admins"), "admins"):
             world.admins.add(self.principal(entry))
         if "config" in data:
@@ -1053,7 +1079,7 @@ class _PlainReader:
             pair = [pair["principal"], pair["group"]]
         if type(pair) is not list or len(pair) != 2:
             raise _Invalid
-        return self.ids.principals[pair[0]], self.ids.principals[pair[1]]
+        return check_membership(self.ids.principals[pair[0]], self.ids.principals[pair[1]])
 
 
 class _TableReader:
@@ -1091,7 +1117,11 @@ class _TableReader:
                 pair = principals[member], principals[group]
             except (PrivilogError, TypeError):
                 pair = self.principal(table, n, "principal", member), self.principal(table, n, "group", group)
-            yield pair
+            try:
+                checked = check_membership(*pair)
+            except IdError as error:
+                raise table.fail(n, str(error)) from None
+            yield checked
 
     def _admins(self, table: TableFile) -> Iterator[str]:
         principals = self.ids.principals

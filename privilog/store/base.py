@@ -27,7 +27,7 @@ from typing import Any
 from privilog.dsl.errors import OneLineError
 from privilog.engine.ids import EntityId, IdError, parse_principal
 from privilog.engine.patterns import parse_pattern
-from privilog.engine.world import NotAnAdmin, World, check_action
+from privilog.engine.world import NotAnAdmin, World, check_action, check_membership
 
 SCHEMA_VERSION = 1
 
@@ -134,7 +134,9 @@ def _check_item(kind: str, item: Any, actions: Sequence[str]) -> Any:
             raise StoreError(f"an item of `{kind}` is {shape}, not {item!r}")
         if kind in ("grant", "revoke"):
             return (parse_principal(item[0]), check_action(item[1], actions), str(parse_pattern(item[2])))
-        if kind.startswith("member."):
+        if kind == "member.add":
+            return check_membership(parse_principal(item[0]), parse_principal(item[1]))
+        if kind == "member.remove":  # a membership there goes, whatever it is
             return (parse_principal(item[0]), parse_principal(item[1]))
         return (_token_id(item[0]), parse_principal(item[1]))
     if not isinstance(item, str):

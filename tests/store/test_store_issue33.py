@@ -10,7 +10,6 @@ from privilog.store import StoreError
 from privilog.store.deployment import Deployment
 from privilog.store.sql import SqlStore
 
-
 # ---- item 2: a dropped role leaves nothing under its name ----------------------------------------
 
 

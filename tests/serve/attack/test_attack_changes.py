@@ -95,3 +95,32 @@ def test_dropping_the_role_of_the_last_admin_is_refused(setup, server):
     assert "would leave no authorization admin" in _one_line_error(refused)
     # root is still an admin, through the role
     assert root.post("/v1/changes", json={"kind": "admin.add", "items": ["user:root"]}).status_code == 200
+
+
+# ---- 3. only groups and roles have members -------------------------------------------------------
+
+
+def test_a_user_cannot_be_made_a_member_of_a_user(setup, server):
+    root = server.client(setup.root)
+    before = _audit(root)
+    asked = [["user:ann", "group:eng"], ["user:eve", "user:root"]]
+    refused = root.post("/v1/changes", json={"kind": "member.add", "items": asked})
+    assert refused.status_code == 400, refused.text
+    assert _one_line_error(refused) == (
+        "`user:eve` cannot be a member of `user:root`: only a group or a role has members (group:NAME, role:NAME)"
+    )
+    for principal in ("user:eve", "user:ann"):  # nothing changed: not eve, not the good item before it
+        assert root.get(f"{BASE}/user/{principal.partition(':')[2]}/roles").json() == []
+    assert root.put(f"{BASE}/user/eve/roles/ops").status_code == 200  # a role is fine
+    by_role = root.put(f"{BASE}/user/eve/roles/root")
+    assert by_role.status_code == 200  # CDAP's path names a role: role:root, not user:root
+    # eve holds nothing of root's, and is no admin
+    check = root.post("/v1/check", json={"principal": "user:eve", "operation": "namespace.update",
+                                         "entity": "namespace:ns1"})
+    assert check.json()["decision"] == "deny"
+    grant = root.post("/v1/changes", json={"kind": "grant", "items": [["user:root", "ADMIN", "namespace:ns1"]]})
+    assert grant.status_code == 200
+    assert root.post(f"{BASE}/enforce", json={"entity": "namespace:ns1", "principal": "user:eve",
+                                              "actions": ["ADMIN"]}).status_code == 403
+    applied = [c for c in _audit(root) if c not in before and c["outcome"] == "applied"]
+    assert all(c["kind"] != "member.add" or all(i[1].startswith("role:") for i in c["items"]) for c in applied)
