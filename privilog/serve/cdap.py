@@ -176,14 +176,11 @@ async def revoke(call: Call) -> dict[str, Any]:
             "body.actions needs body.principal: revoke actions of one principal, or give neither "
             "to revoke everything on the entity"
         )
-    if principal is None:
-        with deployment.lock:
-            rows = deployment.authorizer.backend.query("grant", {2: str(entity)})
-        items = [list(row) for row in sorted(rows)]
-    else:
-        actions = actions if actions is not None else list(deployment.policy.actions)
-        items = [[principal, a, str(entity)] for a in actions]
-    entry = await call.service.change(call, "revoke", items)
+    if principal is None:  # everything on it, as the store holds it in the change's own transaction
+        entry = await call.service.change(call, "revoke.entity", [str(entity)])
+        return {"seq": entry.seq, "revoked": len(entry.items)}
+    actions = actions if actions is not None else list(deployment.policy.actions)
+    entry = await call.service.change(call, "revoke", [[principal, a, str(entity)] for a in actions])
     return {"seq": entry.seq, "revoked": len(entry.items)}
 
 

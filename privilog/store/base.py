@@ -35,6 +35,9 @@ SCHEMA_VERSION = 1
 KINDS: dict[str, str] = {
     "grant": "[PRINCIPAL, ACTION, ENTITY]",
     "revoke": "[PRINCIPAL, ACTION, ENTITY]",
+    # every grant anyone holds on exactly ENTITY (or a pattern's text), found in the change's own
+    # transaction; the log's items are the [PRINCIPAL, ACTION, ENTITY] grants it took away
+    "revoke.entity": "ENTITY",
     "member.add": "[PRINCIPAL, GROUP_OR_ROLE]",
     "member.remove": "[PRINCIPAL, GROUP_OR_ROLE]",
     "entity.add": "ENTITY",
@@ -143,6 +146,8 @@ def _check_item(kind: str, item: Any, actions: Sequence[str]) -> Any:
         raise StoreError(f"an item of `{kind}` is {shape}, not {item!r}")
     if kind.startswith("entity."):
         return str(_entity(item))
+    if kind == "revoke.entity":  # what a grant names: an entity (the instance too) or a pattern
+        return str(parse_pattern(item))
     if kind.startswith("token."):
         return _token_id(item)
     principal = parse_principal(item)

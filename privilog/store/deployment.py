@@ -195,7 +195,7 @@ class Deployment:
             return
         a, kind, items, actor = self.authorizer, entry.kind, entry.items, entry.actor
         with self._replaying():
-            if kind in ("grant", "revoke"):
+            if kind in ("grant", "revoke", "revoke.entity"):  # revoke.entity's items: the grants it took
                 grants = [Grant(p, action, parse_pattern(e)) for p, action, e in items]
                 (a.grant if kind == "grant" else a.revoke)(actor, grants)
             elif kind == "member.add":

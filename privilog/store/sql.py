@@ -322,6 +322,14 @@ class SqlStore(Store):
                     cur.executemany(self._sql("DELETE FROM entities WHERE entity = ?"), [(d,) for d in doomed])
                     done.append(text)
             return tuple(done)
+        if kind == "revoke.entity":
+            done = []
+            for text in items:
+                held = sorted(self._rows(cur, "SELECT principal, action, entity FROM grants WHERE entity = ?", (text,)))
+                if held:
+                    cur.execute(self._sql("DELETE FROM grants WHERE entity = ?"), (text,))
+                    done += held
+            return tuple(done)
         if kind == "role.drop":
             # A dropped role leaves nothing under its name: its members, its own memberships, its grants
             # and its admin row go with it, so a role created later under that name starts with nothing

@@ -43,3 +43,31 @@ def test_dropping_the_role_of_the_last_admin_is_refused(store: SqlStore, policy:
     world, _ = store.snapshot()
     assert world.admins == {"role:solo"} and ("user:root", "role:solo") in world.members
     assert store.changes_since(0)[-1].outcome.startswith("refused: dropping role:solo would leave no")
+
+
+# ---- item 4: revoke.entity finds the grants on an entity in its own transaction ------------------
+
+
+def test_revoke_entity_takes_every_grant_on_exactly_that_entity(store: SqlStore, policy: Policy) -> None:
+    deployment = Deployment(store, policy)
+    store.change("user:root", "grant", [["user:a", "READ", "dataset:ns1.ds"], ["group:g", "ADMIN", "dataset:ns1.ds"],
+                                        ["user:a", "READ", "dataset:ns1.ds2"], ["user:b", "READ", "dataset:ns1.*"],
+                                        ["user:c", "ADMIN", "namespace:ns1"]])
+    deployment.catch_up()
+    entry = deployment.change("user:root", "revoke.entity", ["dataset:ns1.ds", "dataset:ns1.none"])
+    assert entry.applied and entry.asked == ("dataset:ns1.ds", "dataset:ns1.none")
+    assert entry.items == (("group:g", "ADMIN", "dataset:ns1.ds"), ("user:a", "READ", "dataset:ns1.ds"))
+    left = {(g.principal, g.action, str(g.entity)) for g in store.snapshot()[0].grants}
+    assert left == {("user:a", "READ", "dataset:ns1.ds2"), ("user:b", "READ", "dataset:ns1.*"),
+                    ("user:c", "ADMIN", "namespace:ns1")}
+    assert {(g.principal, g.action, str(g.entity)) for g in deployment.authorizer.world.grants} == left
+    assert not deployment.authorizer.allows("user:a", "dataset.read", "dataset:ns1.ds")
+    # a pattern is revoked by its own text; the instance too
+    store.change("user:root", "grant", [["user:i", "ADMIN", "instance:cdap"]])
+    assert store.change("user:root", "revoke.entity", ["dataset:ns1.*", "instance:cdap"]).items == (
+        ("user:b", "READ", "dataset:ns1.*"), ("user:i", "ADMIN", "instance:cdap"))
+    assert store.audit(entity="dataset:ns1.ds")[-1].kind == "revoke.entity"
+    with pytest.raises(NotAnAdmin):
+        store.change("user:eve", "revoke.entity", ["namespace:ns1"])
+    with pytest.raises(StoreError, match="an item of `revoke.entity` is ENTITY"):
+        store.change("user:root", "revoke.entity", [["namespace:ns1"]])

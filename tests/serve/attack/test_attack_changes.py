@@ -124,3 +124,29 @@ def test_a_user_cannot_be_made_a_member_of_a_user(setup, server):
                                               "actions": ["ADMIN"]}).status_code == 403
     applied = [c for c in _audit(root) if c not in before and c["outcome"] == "applied"]
     assert all(c["kind"] != "member.add" or all(i[1].startswith("role:") for i in c["items"]) for c in applied)
+
+
+# ---- 4. revoke-everything decides what to revoke in the store's transaction ---------------------
+
+
+def test_revoke_everything_takes_a_grant_another_process_made_just_before(setup, server):
+    root = server.client(setup.root)
+    dataset = {"entity": "DATASET", "namespace": "ns1", "dataset": "ds"}
+    with setup.store() as store:  # another process on the same SQLite file: the server has not seen it yet
+        for round_ in range(20):
+            store.change("user:root", "grant", [[f"user:u{round_}", "READ", "dataset:ns1.ds"]])
+            answer = root.post(f"{BASE}/privileges/revoke", json={"entity": dataset})
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["revoked"] == 1, f"round {round_}: {answer.text}"
+            world, _ = store.snapshot()
+            assert world.grants == set(), f"round {round_}: {world.grants} survived"
+    entry = _audit(root, entity="dataset:ns1.ds")[-1]
+    assert entry["kind"] == "revoke.entity" and entry["asked"] == ["dataset:ns1.ds"]
+    assert entry["items"] == [["user:u19", "READ", "dataset:ns1.ds"]] and entry["outcome"] == "applied"
+    # the server's engine agrees with the store
+    assert root.get(f"{BASE}/user/u19/privileges").json() == []
+    enforce = {"entity": dataset, "principal": "user:u19", "actions": ["READ"]}
+    assert root.post(f"{BASE}/enforce", json=enforce).status_code == 403
+    # a plain token may not; nothing on the entity revokes nothing
+    assert server.client(setup.bob).post(f"{BASE}/privileges/revoke", json={"entity": dataset}).status_code == 403
+    assert root.post(f"{BASE}/privileges/revoke", json={"entity": dataset}).json()["revoked"] == 0
