@@ -146,7 +146,8 @@ def render_entry(entry: Any) -> str:
     """One log entry as a line: seq, time, actor, what, outcome."""
     items = entry.items if entry.applied else entry.asked
     shown = "; ".join(
-        " ".join(i) if isinstance(i, tuple) else json.dumps(i) if isinstance(i, dict) else str(i) for i in items[:5]
+        " ".join(map(str, i)) if isinstance(i, tuple) else json.dumps(i) if isinstance(i, dict) else str(i)
+        for i in items[:5]
     )
     more = f" (+{len(items) - 5} more)" if len(items) > 5 else ""
     if entry.kind == "import" and entry.asked:

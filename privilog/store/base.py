@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
+import math
 import secrets
 import time
 from abc import ABC, abstractmethod
@@ -169,6 +171,70 @@ def _token_id(text: str) -> str:
     return text
 
 
+# ---- refusals, as the log keeps them ----------------------------------------------------
+
+REFUSED_KEPT = 20  # the items of a refused change the log keeps (an applied change keeps them all)
+ITEM_CHARS = 200  # the characters of a text the log keeps of a malformed change's item
+REASON_CHARS = 500  # the characters of a refusal's reason the log keeps
+
+
+def refusal(asked: Sequence[Any], reason: str) -> tuple[tuple[Any, ...], str]:
+    """What the log keeps of a refused change: its first :data:`REFUSED_KEPT` items, and the outcome
+    ``refused: REASON``; when more were asked, the outcome says how many and gives the first 16 hex
+    digits of the SHA-256 of the whole list's JSON text (``json.dumps(items)``), so that a refusal
+    costs the log a bounded size however large the change.
+
+    >>> refusal([["user:bob", "READ", "namespace:ns1"]], "user:bob is not an authorization admin")
+    ((['user:bob', 'READ', 'namespace:ns1'],), 'refused: user:bob is not an authorization admin')
+    >>> kept, outcome = refusal([f"user:u{n}" for n in range(10_000)], "user:bob is not an authorization admin")
+    >>> len(kept), outcome  # doctest: +ELLIPSIS
+    (20, 'refused: user:bob is not an authorization admin (10000 items asked, the first 20 kept; sha256 ...)')
+    """
+    reason = " ".join(str(reason).split())
+    if len(reason) > REASON_CHARS:
+        reason = reason[:REASON_CHARS] + "..."
+    if len(asked) <= REFUSED_KEPT:
+        return tuple(asked), f"refused: {reason}"
+    whole = json.dumps([list(i) if isinstance(i, tuple) else i for i in asked], default=repr)
+    digest = hashlib.sha256(whole.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    note = f"{len(asked)} items asked, the first {REFUSED_KEPT} kept; sha256 {digest}"
+    return tuple(asked[:REFUSED_KEPT]), f"refused: {reason} ({note})"
+
+
+def as_asked(items: Iterable[Any]) -> list[Any]:
+    """A malformed change's items as the log keeps them: raw values, each of a bounded size.
+
+    A text is cut to :data:`ITEM_CHARS` characters; a list of up to three scalars (the shape of
+    an item) stays a list of them, each cut alike; anything else (a mapping, a nested or long
+    list, a value JSON cannot write) becomes its JSON text, cut alike.
+
+    >>> as_asked(["user:eve", ["user:eve", 7], {"a": [1]}, "x" * 300][:3])
+    ['user:eve', ['user:eve', 7], '{"a": [1]}']
+    >>> len(as_asked(["x" * 300])[0])
+    203
+    """
+    return [_bounded(item, nested=True) for item in items]
+
+
+def _bounded(value: Any, nested: bool = False) -> Any:
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int) and abs(value) < 2**63:
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return value
+    if isinstance(value, str):
+        return value if len(value) <= ITEM_CHARS else value[:ITEM_CHARS] + "..."
+    shaped = isinstance(value, list | tuple) and len(value) <= 3  # the shape of an item: a pair or a triple
+    if nested and shaped and not any(isinstance(v, list | tuple | dict) for v in value):
+        return [_bounded(v) for v in value]
+    try:
+        text = json.dumps(value, default=repr)
+    except (ValueError, RecursionError):  # a circular value, from a caller in Python
+        text = repr(type(value))
+    return text if len(text) <= ITEM_CHARS else text[:ITEM_CHARS] + "..."
+
+
 # ---- tokens ------------------------------------------------------------------------------
 
 TOKEN_PREFIX = "plg"
@@ -315,9 +381,11 @@ __all__ = [
     "StoreFull",
     "StoreUnavailable",
     "Token",
+    "as_asked",
     "check_items",
     "new_token",
     "now",
+    "refusal",
     "secret_matches",
     "split_token",
 ]

@@ -24,24 +24,27 @@ from __future__ import annotations
 import json
 import threading
 from abc import abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
-from privilog.engine.ids import DEFAULT_INSTANCE, EntityId, parent_type
+from privilog.engine.ids import DEFAULT_INSTANCE, EntityId, IdError, parent_type
 from privilog.engine.world import NotAnAdmin, World, world_from_data
 
 from .base import (
     IMPORT,
+    KINDS,
     SCHEMA_VERSION,
     Change,
     Store,
     StoreError,
     Token,
+    as_asked,
     check_items,
     new_token,
     now,
+    refusal,
     secret_matches,
     split_token,
 )
@@ -235,9 +238,12 @@ class SqlStore(Store):
             self._after_change(cur, seq)
         return Change(seq, at, actor, kind, items, asked, request_id, outcome)
 
-    def _refuse(self, actor: str, kind: str, asked: tuple[Any, ...], request_id: str, reason: str) -> None:
+    def _refuse(self, actor: str, kind: str, asked: Sequence[Any], request_id: str, reason: str) -> None:
+        """Log a refused change, bounded (:func:`~privilog.store.base.refusal`: its first items, and
+        how many were asked with a digest of them all)."""
+        kept, outcome = refusal(asked, reason)
         with self._transaction(write=True) as cur:
-            self._log(cur, actor, kind, (), asked, request_id, f"refused: {reason}")
+            self._log(cur, actor, kind, (), kept, request_id, outcome)
 
     # ---- changes ------------------------------------------------------------------------------
 
@@ -246,7 +252,17 @@ class SqlStore(Store):
     ) -> Change:
         if not isinstance(actor, str) or not actor or len(actor) > 512:
             raise StoreError("a change needs the principal making it (its actor)")
-        asked = check_items(kind, items, self.actions)
+        raw = items if isinstance(items, list | tuple) else list(items)
+        try:
+            asked = check_items(kind, raw, self.actions)
+        except (StoreError, IdError) as error:
+            if kind not in KINDS:  # an unknown kind is no change of the log's (the server refuses it before)
+                raise
+            # Logged as refused, whoever asked: the reason is the malformation (what the caller is told),
+            # before any admin check, since a malformed change is refused whoever makes it; a non-admin's
+            # malformed change is logged under its actor all the same, so the log misses no change asked.
+            self._refuse(actor, kind, as_asked(raw), request_id, str(error))
+            raise
         try:
             with self._transaction(write=True) as cur:
                 if not trusted and not self._is_admin(cur, actor):

@@ -84,9 +84,12 @@ def test_revoke_member_remove_role_drop_and_entity_delete(store: SqlStore) -> No
 def test_a_malformed_change_is_refused_before_the_store(store: SqlStore) -> None:
     with pytest.raises(StoreError, match="unknown change `grnat`"):
         store.change("user:root", "grnat", [])
+    assert store.last_seq() == 1  # no change of the log's kinds: not logged
     with pytest.raises(Exception, match="unknown action `RAED`"):
         store.change("user:root", "grant", [["user:a", "RAED", "namespace:ns1"]])
-    assert store.last_seq() == 1
+    (refused,) = store.changes_since(1)  # logged as refused, nothing changed (issue 33, item 6)
+    assert refused.outcome.startswith("refused: unknown action `RAED`") and refused.items == ()
+    assert store.snapshot()[0].grants == set()
 
 
 def test_audit_filters(store: SqlStore) -> None:

@@ -71,3 +71,49 @@ def test_revoke_entity_takes_every_grant_on_exactly_that_entity(store: SqlStore,
         store.change("user:eve", "revoke.entity", ["namespace:ns1"])
     with pytest.raises(StoreError, match="an item of `revoke.entity` is ENTITY"):
         store.change("user:root", "revoke.entity", [["namespace:ns1"]])
+
+
+# ---- items 5 and 6: refusals logged, and bounded ---------------------------------------------------
+
+
+def test_a_large_refused_change_is_logged_bounded(store: SqlStore) -> None:
+    import hashlib
+    import json
+
+    asked = [[f"user:u{n}", "READ", f"dataset:ns1.d{n}"] for n in range(10_000)]
+    with pytest.raises(NotAnAdmin):
+        store.change("user:bob", "grant", asked)
+    (entry,) = store.changes_since(1)
+    assert entry.asked == tuple(tuple(a) for a in asked[:20]) and entry.items == ()
+    digest = hashlib.sha256(json.dumps(asked).encode()).hexdigest()[:16]
+    assert entry.outcome == (
+        f"refused: user:bob is not an authorization admin (10000 items asked, the first 20 kept; sha256 {digest})"
+    )
+    # refused by the store's own rule, bounded alike; applied, kept whole
+    many = [[f"user:u{n}", "role:r"] for n in range(30)]
+    applied = store.change("user:root", "member.add", many)
+    assert len(applied.asked) == len(applied.items) == 30
+    store.change("user:root", "admin.add", ["role:r"])
+    store.change("user:root", "admin.remove", ["user:root"])
+    with pytest.raises(StoreError, match="no authorization admin"):
+        store.change("user:u0", "admin.remove", ["role:r", *[f"user:x{n}" for n in range(25)]])
+    last = store.changes_since(0)[-1]
+    assert len(last.asked) == 20 and "(26 items asked, the first 20 kept; sha256 " in last.outcome
+
+
+def test_a_malformed_change_is_logged_refused_bounded(store: SqlStore) -> None:
+    good = [["user:a", "READ", "namespace:ns1"]] * 3
+    huge = "user:" + "x" * 5000
+    for actor in ("user:root", "user:bob"):  # a non-admin's too: the reason is the malformation
+        with pytest.raises(Exception, match="unknown action `RAED`"):
+            store.change(actor, "grant", [*good, ["user:a", "RAED", "namespace:ns1"], [huge, "READ", 7], {"a": [1] * 500}])
+        entry = store.changes_since(0)[-1]
+        assert entry.actor == actor and entry.kind == "grant" and entry.items == ()
+        assert entry.outcome == "refused: unknown action `RAED`: did you mean `READ`?"
+        assert entry.asked[:4] == (*map(tuple, good), ("user:a", "RAED", "namespace:ns1"))
+        assert entry.asked[4] == (huge[:200] + "...", "READ", 7)  # a text cut to 200 characters
+        assert entry.asked[5].startswith('{"a": [1, 1') and len(entry.asked[5]) == 203  # JSON text, cut
+    assert store.snapshot()[0].grants == set()
+    with pytest.raises(StoreError):
+        store.change("user:root", "entity.add", [["nested", ["list"]], 3.5, None])
+    assert store.changes_since(0)[-1].asked == ('["nested", ["list"]]', 3.5, None)

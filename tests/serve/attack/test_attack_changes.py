@@ -150,3 +150,59 @@ def test_revoke_everything_takes_a_grant_another_process_made_just_before(setup,
     # a plain token may not; nothing on the entity revokes nothing
     assert server.client(setup.bob).post(f"{BASE}/privileges/revoke", json={"entity": dataset}).status_code == 403
     assert root.post(f"{BASE}/privileges/revoke", json={"entity": dataset}).json()["revoked"] == 0
+
+
+# ---- 5. a refused change is logged bounded ---------------------------------------------------------
+
+
+def test_a_refused_change_of_ten_thousand_items_is_logged_bounded(setup, server):
+    import hashlib
+    import json
+
+    root, bob = server.client(setup.root), server.client(setup.bob)
+    asked = [[f"user:u{n}", "READ", f"dataset:ns1.d{n}"] for n in range(10_000)]
+    for _ in range(3):
+        assert bob.post("/v1/changes", json={"kind": "grant", "items": asked}).status_code == 403
+    entries = [c for c in _audit(root, principal="user:bob") if c["actor"] == "user:bob"]
+    assert len(entries) == 3
+    digest = hashlib.sha256(json.dumps(asked).encode()).hexdigest()[:16]
+    for entry in entries:
+        assert entry["asked"] == asked[:20] and entry["items"] == []
+        assert entry["outcome"] == (
+            f"refused: user:bob is not an authorization admin (10000 items asked, the first 20 kept; sha256 {digest})"
+        )
+        assert len(json.dumps(entry)) < 3000
+    # an applied change keeps everything
+    applied = root.post("/v1/changes", json={"kind": "grant", "items": asked[:500]}).json()["change"]
+    assert len(applied["asked"]) == len(applied["items"]) == 500
+
+
+# ---- 6. a malformed change is in the audit log ----------------------------------------------------
+
+
+def test_a_change_refused_for_one_malformed_item_is_audited(setup, server):
+    root, bob = server.client(setup.root), server.client(setup.bob)
+    good = [["user:alice", "READ", "dataset:ns1.ds"], ["user:carol", "WRITE", "dataset:ns1.ds"]]
+    for client, actor in ((root, "user:root"), (bob, "user:bob")):  # a non-admin's too
+        answer = client.post("/v1/changes", json={"kind": "grant", "items": [*good, ["user:alice", "READ", "dataset:"]]},
+                             headers={"X-Request-Id": f"malformed-{actor}"})
+        assert answer.status_code == 400, answer.text
+        error = _one_line_error(answer)
+        assert "malformed dataset id `dataset:`" in error
+        (entry,) = [c for c in _audit(root) if c["request_id"] == f"malformed-{actor}"]
+        assert entry["actor"] == actor and entry["kind"] == "grant" and entry["items"] == []
+        assert entry["asked"] == [*good, ["user:alice", "READ", "dataset:"]]
+        assert entry["outcome"] == f"refused: {error}"
+    assert root.get(f"{BASE}/user/alice/privileges").json() == []  # nothing changed
+    # a value of any shape is logged cut to size; the answer is the same 400 as before
+    huge = {"principal": "user:" + "x" * 50_000}
+    answer = root.post("/v1/changes", json={"kind": "member.add", "items": [["user:a", "group:g"], huge, "x" * 9000]},
+                       headers={"X-Request-Id": "shapes"})
+    assert answer.status_code == 400
+    (entry,) = [c for c in _audit(root) if c["request_id"] == "shapes"]
+    assert entry["asked"][0] == ["user:a", "group:g"]
+    assert entry["asked"][1].startswith('{"principal": "user:xxx') and len(entry["asked"][1]) == 203
+    assert entry["asked"][2] == "x" * 200 + "..."
+    assert entry["outcome"].startswith("refused: an item of `member.add` is [PRINCIPAL, GROUP_OR_ROLE]")
+    assert len(entry["outcome"]) < 600
+    assert root.get(f"{BASE}/user/a/roles").json() == []
