@@ -60,10 +60,11 @@ class BoundedProtocol(HttpToolsProtocol):
       httptools gathers a header, so a header of 50 MiB costs 32 KiB), within ``client_timeout``
       seconds (closed);
     * a request whose answer was sent before its body was read to its end (a 401, 413, 408) ends
-      its connection: the answer is sent with ``connection: close``, then the server stops writing
-      (FIN) and reads and drops what still comes for at most :data:`LINGER` seconds before it closes
-      (closing at once would reset the connection and could lose the answer on its way), so a
-      client dribbling the rest of a declared body holds its socket two seconds, not for ever;
+      its connection: the answer is sent with ``connection: close``, and the server reads and drops
+      what still comes until the client closes, for at most :data:`LINGER` seconds (closing at once
+      would reset the connection and could lose the answer on its way; a client still uploading
+      reads it when its upload is done). A client dribbling the rest of a declared body holds its
+      socket two seconds, not for ever, and comes back at most every two seconds;
     * one request holds its connection at most ``connection_timeout`` seconds, headers, body and
       work together (503 if nothing was answered yet, then closed);
     * at most ``max_connections_per_client`` connections from one address (503, closed at once).
@@ -138,24 +139,25 @@ class BoundedProtocol(HttpToolsProtocol):
             self.cycle.transport = _Lingering(self.transport, self)
 
     def on_response_complete(self) -> None:
-        self._disarm()
+        if not self._lingering:  # (a lingering connection keeps its timer: it closes when that fires)
+            self._disarm()
         cycle = self.cycle
         if cycle is not None and cycle.more_body and not self.transport.is_closing():
             self.linger()  # the body was not read to its end: the connection is not kept for it
         super().on_response_complete()
 
     def linger(self) -> None:
-        """End a connection whose request body was not read to its end: stop writing (the answer goes
-        out, then FIN), drop what the client still sends, and close after :data:`LINGER` seconds or
-        when the client closes, whichever comes first."""
+        """End a connection whose request body was not read to its end: drop what the client still
+        sends, and close when the client closes (having read the answer, sent with ``connection:
+        close``) or after :data:`LINGER` seconds, whichever comes first. No FIN before that: a client
+        that would reconnect as soon as it sees one waits its two seconds."""
         cycle = self.cycle
         if self._lingering or self.transport.is_closing():
             return
-        if cycle is None or not cycle.more_body or not self.transport.can_write_eof():
+        if cycle is None or not cycle.more_body:
             self.transport.close()
             return
         self._lingering = True
-        self.transport.write_eof()
         self._arm(min(LINGER, self.limits.client_timeout), self._too_slow)
 
     # ---- timers and answers ---------------------------------------------------------------------

@@ -28,9 +28,10 @@ START_TIMEOUT = 60.0
 class Server:
     """``python -m privilog serve`` on a free port of 127.0.0.1."""
 
-    def __init__(self, store: Path, *args: str):
+    def __init__(self, store: Path, *args: str, open_files: int | None = None):
         self.store = store
         self.args = args
+        self.open_files = open_files  # the server's RLIMIT_NOFILE, when given
         self.process: subprocess.Popen[str] | None = None
         self.url = ""
         self.log: list[str] = []
@@ -42,6 +43,7 @@ class Server:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "privilog", "serve", "--store", str(self.store), "--port", "0", *self.args],
             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=ROOT, env=env,
+            preexec_fn=self._limit if self.open_files else None,
         )
         deadline = time.monotonic() + START_TIMEOUT
         assert self.process.stderr is not None
@@ -65,6 +67,20 @@ class Server:
                 pass
             assert time.monotonic() < deadline, "the server did not answer /health"
             time.sleep(0.01)
+
+    def _limit(self) -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
+
+    @property
+    def rss(self) -> int:
+        """The server process's resident memory, in bytes (Linux: /proc)."""
+        assert self.process is not None
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError("no VmRSS in /proc/PID/status")
 
     def _drain(self) -> None:
         assert self.process is not None and self.process.stderr is not None
@@ -129,8 +145,8 @@ class Setup:
             _, self.bob = store.create_token("user:bob", "local:test")
         self.servers: list[Server] = []
 
-    def serve(self, *args: str) -> Server:
-        server = Server(self.path, *args).start()
+    def serve(self, *args: str, open_files: int | None = None) -> Server:
+        server = Server(self.path, *args, open_files=open_files).start()
         self.servers.append(server)
         return server
 
