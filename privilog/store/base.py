@@ -178,11 +178,12 @@ ITEM_CHARS = 200  # the characters of a text the log keeps of a malformed change
 REASON_CHARS = 500  # the characters of a refusal's reason the log keeps
 
 
-def refusal(asked: Sequence[Any], reason: str) -> tuple[tuple[Any, ...], str]:
+def refusal(asked: Sequence[Any], reason: str, raw: bool = False) -> tuple[tuple[Any, ...], str]:
     """What the log keeps of a refused change: its first :data:`REFUSED_KEPT` items, and the outcome
     ``refused: REASON``; when more were asked, the outcome says how many and gives the first 16 hex
     digits of the SHA-256 of the whole list's JSON text (``json.dumps(items)``), so that a refusal
-    costs the log a bounded size however large the change.
+    costs the log a bounded size however large the change. ``raw``: the items are a malformed
+    change's, as given: those kept are cut to size (:func:`as_asked`), the digest is of them all.
 
     >>> refusal([["user:bob", "READ", "namespace:ns1"]], "user:bob is not an authorization admin")
     ((['user:bob', 'READ', 'namespace:ns1'],), 'refused: user:bob is not an authorization admin')
@@ -193,12 +194,16 @@ def refusal(asked: Sequence[Any], reason: str) -> tuple[tuple[Any, ...], str]:
     reason = " ".join(str(reason).split())
     if len(reason) > REASON_CHARS:
         reason = reason[:REASON_CHARS] + "..."
+    kept = tuple(as_asked(asked[:REFUSED_KEPT]) if raw else asked[:REFUSED_KEPT])
     if len(asked) <= REFUSED_KEPT:
-        return tuple(asked), f"refused: {reason}"
-    whole = json.dumps([list(i) if isinstance(i, tuple) else i for i in asked], default=repr)
+        return kept, f"refused: {reason}"
+    try:
+        whole = json.dumps([list(i) if isinstance(i, tuple) else i for i in asked], default=repr)
+    except (ValueError, RecursionError):  # a circular value, from a caller in Python
+        whole = repr(asked)
     digest = hashlib.sha256(whole.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     note = f"{len(asked)} items asked, the first {REFUSED_KEPT} kept; sha256 {digest}"
-    return tuple(asked[:REFUSED_KEPT]), f"refused: {reason} ({note})"
+    return kept, f"refused: {reason} ({note})"
 
 
 def as_asked(items: Iterable[Any]) -> list[Any]:

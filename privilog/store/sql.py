@@ -40,7 +40,6 @@ from .base import (
     Store,
     StoreError,
     Token,
-    as_asked,
     check_items,
     new_token,
     now,
@@ -238,10 +237,12 @@ class SqlStore(Store):
             self._after_change(cur, seq)
         return Change(seq, at, actor, kind, items, asked, request_id, outcome)
 
-    def _refuse(self, actor: str, kind: str, asked: Sequence[Any], request_id: str, reason: str) -> None:
+    def _refuse(
+        self, actor: str, kind: str, asked: Sequence[Any], request_id: str, reason: str, raw: bool = False
+    ) -> None:
         """Log a refused change, bounded (:func:`~privilog.store.base.refusal`: its first items, and
-        how many were asked with a digest of them all)."""
-        kept, outcome = refusal(asked, reason)
+        how many were asked with a digest of them all; ``raw``: a malformed change's items as given)."""
+        kept, outcome = refusal(asked, reason, raw)
         with self._transaction(write=True) as cur:
             self._log(cur, actor, kind, (), kept, request_id, outcome)
 
@@ -252,16 +253,16 @@ class SqlStore(Store):
     ) -> Change:
         if not isinstance(actor, str) or not actor or len(actor) > 512:
             raise StoreError("a change needs the principal making it (its actor)")
-        raw = items if isinstance(items, list | tuple) else list(items)
+        given = items if isinstance(items, list | tuple) else list(items)
         try:
-            asked = check_items(kind, raw, self.actions)
+            asked = check_items(kind, given, self.actions)
         except (StoreError, IdError) as error:
             if kind not in KINDS:  # an unknown kind is no change of the log's (the server refuses it before)
                 raise
             # Logged as refused, whoever asked: the reason is the malformation (what the caller is told),
             # before any admin check, since a malformed change is refused whoever makes it; a non-admin's
             # malformed change is logged under its actor all the same, so the log misses no change asked.
-            self._refuse(actor, kind, as_asked(raw), request_id, str(error))
+            self._refuse(actor, kind, given, request_id, str(error), raw=True)
             raise
         try:
             with self._transaction(write=True) as cur:

@@ -117,3 +117,16 @@ def test_a_malformed_change_is_logged_refused_bounded(store: SqlStore) -> None:
     with pytest.raises(StoreError):
         store.change("user:root", "entity.add", [["nested", ["list"]], 3.5, None])
     assert store.changes_since(0)[-1].asked == ('["nested", ["list"]]', 3.5, None)
+
+
+def test_a_large_malformed_change_keeps_its_first_items_and_a_digest_of_what_was_asked(store: SqlStore) -> None:
+    import hashlib
+    import json
+
+    asked = [["user:a", "READ", f"dataset:ns1.d{n}"] for n in range(24)] + [["user:a", "READ", "x" * 1000]]
+    with pytest.raises(Exception, match="malformed entity id"):
+        store.change("user:root", "grant", asked)
+    entry = store.changes_since(0)[-1]
+    digest = hashlib.sha256(json.dumps(asked).encode()).hexdigest()[:16]
+    assert entry.outcome.endswith(f" (25 items asked, the first 20 kept; sha256 {digest})")
+    assert entry.asked == tuple(tuple(a) for a in asked[:20])
