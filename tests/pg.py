@@ -10,6 +10,9 @@ The fixtures (registered for every test folder by ``tests/conftest.py``):
 * ``fresh_postgres_url`` (per test): a new, empty database on that server;
 * ``postgres_server`` (session): the :class:`TemporaryPostgres` behind them.
 
+A test that stops the database (:meth:`TemporaryPostgres.pause`, then ``resume``) makes a
+``TemporaryPostgres`` of its own, so that the tests sharing the session's server never see it go.
+
 Missing PostgreSQL binaries are a failure, not a skip: CI installs them
 (``.ci/run``), and the store's tests are what proves the PostgreSQL store.
 ``initdb`` refuses to run as root; as root, the server runs as the ``postgres``
@@ -85,16 +88,28 @@ class TemporaryPostgres:
                   "--no-sync")
         for attempt in range(5):  # a free port can be taken between finding it and listening on it
             self.port = free_port()
-            options = [f"-p {self.port}", "-c listen_addresses=127.0.0.1", f"-c unix_socket_directories={self.root}",
-                       "-c max_connections=200", *(f"-c {k}={v}" for k, v in self.settings.items())]
             try:
-                self._run("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data), "-l",
-                          str(self.root / "server.log"), "-o", " ".join(options))
+                self._pg_ctl_start()
                 break
             except RuntimeError:
                 if attempt == 4:
                     raise
         return self.create_database("privilog")
+
+    def _pg_ctl_start(self) -> None:
+        options = [f"-p {self.port}", "-c listen_addresses=127.0.0.1", f"-c unix_socket_directories={self.root}",
+                   "-c max_connections=200", *(f"-c {k}={v}" for k, v in self.settings.items())]
+        self._run("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data), "-l",
+                  str(self.root / "server.log"), "-o", " ".join(options))
+
+    def pause(self) -> None:
+        """Stop the server as an operator would (``pg_ctl stop -m fast``: sessions ended with an admin
+        shutdown), keeping its data and port, until :meth:`resume`: a database that goes away."""
+        self._run("pg_ctl", "stop", "-m", "fast", "-w", "-t", "60", "-D", str(self.data))
+
+    def resume(self) -> None:
+        """Start the server again after :meth:`pause`, on the same port, with the same data."""
+        self._pg_ctl_start()
 
     def url(self, database: str) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"

@@ -12,22 +12,30 @@ A change notifies ``privilog_changes`` (payload: its seq) when it commits;
 a replica learns of another's change within milliseconds. Creating the schema
 takes the same lock, so replicas starting at once create it once.
 
-Errors reaching the server are one line naming the URL without its password.
+Errors reaching the server are one line naming the URL without its password. A
+database that cannot be reached (stopped, refusing connections, shutting down, a
+lost connection) or that does not answer in time (every session runs with
+``lock_timeout`` and ``statement_timeout`` of ``PRIVILOG_STORE_TIMEOUT``, 10 s, so a
+change waiting for the write lock gives up) is :class:`StoreUnavailable` (the
+server answers 503 with ``Retry-After``); a full disk (SQLSTATE 53100) is
+:class:`StoreFull` (507). The next call opens a new connection: nothing to restart.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import unquote, unquote_plus
 
 import psycopg
+import psycopg.errors
+from psycopg.conninfo import conninfo_to_dict
 
-from .base import StoreError
-from .sql import SqlStore, schema_v1
+from .base import StoreError, StoreFull, StoreUnavailable
+from .sql import STORE_TIMEOUT, SqlStore, schema_v1
 
 CHANNEL = "privilog_changes"
 # the one write lock: pg_advisory_xact_lock's 64-bit key (the bytes of "privilog" as a number)
@@ -93,15 +101,38 @@ class PostgresStore(SqlStore):
     # ---- connections ------------------------------------------------------------------------
 
     def _failure(self, error: BaseException) -> StoreError:
-        """One line saying what failed, never the password."""
+        """One line saying what failed, never the password: :class:`StoreFull` for a full disk,
+        :class:`StoreUnavailable` for a database away, lost or too slow, else :class:`StoreError`."""
         lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-        text = "; ".join(lines[:2]) or type(error).__name__
-        return StoreError(f"{self.url}: {_mask(text, self._dsn)}")
+        text = _mask("; ".join(lines[:2]) or type(error).__name__, self._dsn)
+        if isinstance(error, psycopg.errors.DiskFull):
+            return StoreFull(f"the store's disk is full: {self.url}: {text}; free space on the database's disk")
+        if isinstance(error, psycopg.errors.QueryCanceled | psycopg.errors.LockNotAvailable):
+            return StoreUnavailable(
+                f"{self.url}: the store did not answer within {STORE_TIMEOUT.value()} s ({text}); try again"
+            )
+        if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
+            return StoreUnavailable(f"{self.url}: {text} (the store is unavailable; try again)")
+        return StoreError(f"{self.url}: {text}")
+
+    def _classify(self, error: Exception) -> StoreError | None:
+        if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
+            return self._failure(error)
+        return None
 
     def _open(self) -> psycopg.Connection[Any]:
+        """A new connection whose every statement and lock wait is bounded (``PRIVILOG_STORE_TIMEOUT``);
+        ``options`` the URL (or ``PGOPTIONS``) gives come after, so they win."""
         try:
+            timeout = STORE_TIMEOUT.value() * 1000
+            given = conninfo_to_dict(self._dsn).get("options") or os.environ.get("PGOPTIONS", "")
+            options = f"-c lock_timeout={timeout} -c statement_timeout={timeout} {given}".strip()
             return psycopg.connect(
-                self._dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT, application_name="privilog"
+                self._dsn,
+                autocommit=True,
+                connect_timeout=CONNECT_TIMEOUT,
+                application_name="privilog",
+                options=options,
             )
         except (psycopg.Error, ValueError) as error:
             raise self._failure(error) from None
@@ -109,25 +140,23 @@ class PostgresStore(SqlStore):
     def _connect(self) -> Any:
         return self._open()
 
-    @contextmanager
-    def _transaction(self, write: bool) -> Iterator[Any]:
-        """The base class's transaction, on a connection opened anew if the last one broke;
-        a lost connection or a failed statement is a StoreError."""
-        with self._lock:
-            if self._conn.closed:
-                self._conn = self._open()
-            try:
-                with super()._transaction(write) as cur:
-                    yield cur
-            except psycopg.OperationalError as error:
-                raise self._failure(error) from None
+    def _connection(self, write: bool) -> Any:
+        """The base class's connection, opened anew if the last one broke (a database that went
+        away and came back needs no restart)."""
+        if self._closed:
+            raise StoreError(f"{self.url}: the store is closed")
+        if write and self._conn.closed:
+            self._conn = self._open()
+        if not write and self._reader is not None and self._reader.closed:
+            self._reader = self._open()
+        return super()._connection(write)
 
     def close(self) -> None:
         with self._lock:
             if self._listener is not None:
                 self._listener.close()
                 self._listener = None
-            self._conn.close()
+        super().close()
 
     # ---- the dialect --------------------------------------------------------------------------
 
@@ -173,7 +202,7 @@ class PostgresStore(SqlStore):
         change as soon as it commits. Call it from one thread (a deployment's follower).
         """
         deadline = time.monotonic() + timeout
-        if self._conn.closed and self._listener is None:
+        if self._closed:
             raise StoreError(f"{self.url}: the store is closed")
         try:
             if self._listener is None or self._listener.closed:

@@ -25,10 +25,11 @@ import json
 import threading
 from abc import abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from functools import cache
 from typing import Any
 
+from privilog.dsl.limits import Limit
 from privilog.engine.ids import DEFAULT_INSTANCE, EntityId, IdError, parent_type
 from privilog.engine.world import NotAnAdmin, World, world_from_data
 
@@ -71,6 +72,11 @@ _ROWS: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "admin.remove": ("admins", ("principal",), False),
     "role.create": ("roles", ("role",), True),
 }
+
+# How long a store waits for its write lock (another writer's transaction) or for one statement before
+# it gives up: the request answers 503 (StoreUnavailable) instead of hanging while the database is
+# locked or not answering. SQLite's busy timeout; PostgreSQL's lock_timeout and statement_timeout.
+STORE_TIMEOUT = Limit("PRIVILOG_STORE_TIMEOUT", 10, "seconds")
 
 _CHANGE_COLUMNS = "seq, at, actor, kind, items, asked, request_id, outcome"
 
@@ -137,7 +143,14 @@ class SqlStore(Store):
     def __init__(self, url: str, actions: Iterable[str] = ()):
         self.url = url
         self.actions = tuple(actions)
-        self._lock = threading.RLock()  # one connection; the server calls from several threads
+        # Two connections, each behind its own lock (the server calls from several threads): one writes,
+        # one reads (opened on the first read), so a change waiting for the write lock, up to the
+        # timeout, holds up no reader (a token looked up, the log followed): SQLite's WAL and
+        # PostgreSQL read while another writes.
+        self._lock = threading.RLock()
+        self._read_lock = threading.RLock()
+        self._reader: Any = None
+        self._closed = False  # by close(): no connection is opened again
         self._conn = self._connect()
         try:
             self._migrate()
@@ -170,20 +183,52 @@ class SqlStore(Store):
     def _sql(self, statement: str) -> str:
         return statement if self.placeholder == "?" else statement.replace("?", self.placeholder)
 
+    def _classify(self, error: Exception) -> StoreError | None:
+        """What a driver's error means to a caller: :class:`StoreUnavailable` (the database away,
+        locked, unreadable or too slow: 503, try again), :class:`StoreFull` (no room: 507), or None
+        for an error that is not the store's (raised as it is)."""
+        return None
+
+    def _connection(self, write: bool) -> Any:
+        """The connection for a write (the one :meth:`_connect` made first) or a read (opened on first use);
+        called holding that connection's lock."""
+        if self._closed:
+            raise StoreError(f"{self.url}: the store is closed")
+        if write:
+            return self._conn
+        if self._reader is None:
+            self._reader = self._connect()
+        return self._reader
+
     @contextmanager
     def _transaction(self, write: bool) -> Iterator[Any]:
-        with self._lock:
-            cur = self._conn.cursor()
+        """One transaction, on the writing or the reading connection, committed when the block ends and
+        rolled back when it raises. A driver's error on the way (connecting, begin, a statement, the
+        commit) is raised as the dialect classifies it (:meth:`_classify`): nothing half made, and the
+        connection left usable."""
+        with self._lock if write else self._read_lock:
             try:
-                (self._begin_write if write else self._begin_read)(cur)
-                yield cur
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
-            else:
-                cur.execute("COMMIT")
-            finally:
-                cur.close()
+                cur = self._connection(write).cursor()
+                try:
+                    (self._begin_write if write else self._begin_read)(cur)
+                    yield cur
+                    cur.execute("COMMIT")
+                except BaseException:
+                    self._rollback(cur)
+                    raise
+                finally:
+                    cur.close()
+            except Exception as error:
+                classified = self._classify(error)
+                if classified is None:
+                    raise
+                raise classified from None
+
+    def _rollback(self, cur: Any) -> None:
+        """Roll back whatever is open; a connection that broke (or a transaction the database ended
+        itself, as SQLite does on some errors) has nothing to roll back, and the first error stands."""
+        with suppress(Exception):  # the error being raised is the one to report
+            cur.execute("ROLLBACK")
 
     def _one(self, cur: Any, statement: str, params: tuple[Any, ...] = ()) -> Any:
         cur.execute(self._sql(statement), params)
@@ -508,7 +553,10 @@ class SqlStore(Store):
         return None
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._read_lock:
+            self._closed = True
+            if self._reader is not None:
+                self._reader.close()
             self._conn.close()
 
 
