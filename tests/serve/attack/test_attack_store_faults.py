@@ -21,6 +21,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -337,13 +338,12 @@ def test_an_admin_written_straight_into_the_table_bypasses_the_log_and_shows_in_
 # ---- a full disk -----------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A tmpfs of 16 MiB mounted for the test (we run as root, as CI does), unmounted after."""
-    disk = tmp_path / "disk"
+@contextmanager
+def tmpfs(disk: Path, size: str = "16m") -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted on ``disk`` (we run as root, as CI does), unmounted after."""
     disk.mkdir()
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)], capture_output=True, text=True
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(disk)], capture_output=True, text=True
     )
     if mounted.returncode != 0:
         pytest.fail(
@@ -354,6 +354,13 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield disk
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs of 16 MiB for the test."""
+    with tmpfs(tmp_path / "disk") as disk:
+        yield disk
 
 
 def fill(path: Path) -> int:
@@ -394,6 +401,7 @@ def test_a_full_disk_answers_507_keeps_nothing_and_recovers(small_disk: Path) ->
         round_, answer = full
         error = answer.json()["error"]
         assert error.startswith("the store's disk is full: ") and "free space" in error, error
+        print(f"SQLite's disk full after {round_ + 1} grants of 300: {error}")
         # nothing of that grant, in the engine or the store; others are answered meanwhile
         assert (
             decision(bob, {"principal": f"user:u{round_}x7", "operation": "dataset.read", "entity": "dataset:ns1.d7"})
@@ -427,3 +435,53 @@ def test_the_store_faults_leave_no_traceback_in_the_log_of_a_request(setup: Setu
         holder.close()
     server.stop()
     assert not any("Traceback" in line for line in server.log), "".join(server.log)
+
+
+def test_a_full_postgres_tablespace_answers_507_keeps_nothing_and_recovers(
+    own_postgres: TemporaryPostgres, start_replica: Callable[[str], Server]
+) -> None:
+    """PostgreSQL's own full disk: the store's database in a tablespace on a 24 MiB tmpfs, filled with junk;
+    a grant that needs a new page gets SQLSTATE 53100 (could not extend file), answered 507."""
+    admin_url = own_postgres.url("postgres")
+    with tmpfs(own_postgres.root / "small", "24m") as disk:
+        if own_postgres.user is not None:
+            os.chown(disk, own_postgres.user.pw_uid, own_postgres.user.pw_gid)
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f"CREATE TABLESPACE small LOCATION '{disk}'")  # ours, not user input
+            conn.execute("CREATE DATABASE full_disk TABLESPACE small")
+        try:
+            url = own_postgres.url("full_disk")
+            root_token, bob_token = seeded(url)
+            server = start_replica(url)
+            root, bob = server.client(root_token), server.client(bob_token)
+            assert grant(root, "user:alice").status_code == 200
+            assert decision(bob) == "allow"
+            junk = disk / "junk"
+            fill(junk)
+            full = None
+            for round_ in range(60):  # the tables' pages may have room left: grant more until they have none
+                items = [[f"user:u{round_}x{i}", "READ", f"dataset:ns1.d{i}"] for i in range(300)]
+                body = {"kind": "grant", "items": items}
+                answer = sane(root.post("/v1/changes", json=body, headers={"X-Request-Id": f"full-{round_}"}))
+                if answer.status_code == 507:
+                    full = (round_, answer)
+                    break
+                assert answer.status_code == 200, answer.text
+            assert full is not None, "the tablespace never filled"
+            round_, answer = full
+            error = answer.json()["error"]
+            assert error.startswith("the store's disk is full: postgresql://postgres@127.0.0.1:"), error
+            print(f"PostgreSQL's tablespace full after {round_ + 1} grants of 300: {error}")
+            asked = {"principal": f"user:u{round_}x7", "operation": "dataset.read", "entity": "dataset:ns1.d7"}
+            assert decision(bob, asked) == "deny" and decision(bob) == "allow"
+            assert sane(root.get("/v1/audit", params={"principal": f"user:u{round_}x7"})).json()["changes"] == []
+            assert ready(server) == 200
+            healthy(server)
+            junk.unlink()
+            assert grant(root, "user:carol").status_code == 200  # no restart
+            assert decision(bob, OTHER) == "allow"
+            server.stop()
+        finally:
+            with psycopg.connect(admin_url, autocommit=True) as conn:
+                conn.execute("DROP DATABASE IF EXISTS full_disk WITH (FORCE)")
+                conn.execute("DROP TABLESPACE IF EXISTS small")
