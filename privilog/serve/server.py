@@ -57,8 +57,9 @@ class BoundedProtocol(HttpToolsProtocol):
     """uvicorn's HTTP protocol, with the budget of a connection (:mod:`.limits`) enforced as bytes arrive.
 
     * the request line and headers: at most ``max_header_bytes`` (431 and closed; counted before
-      httptools gathers a header, so a header of 50 MiB costs 32 KiB), within ``client_timeout``
-      seconds (closed);
+      httptools gathers a header, so a header of 50 MiB costs 32 KiB; the connection is then left
+      unread for :data:`LINGER` seconds before it is closed), within ``client_timeout`` seconds
+      (closed);
     * a request whose answer was sent before its body was read to its end (a 401, 413, 408) ends
       its connection: the answer is sent with ``connection: close``, and the server reads and drops
       what still comes until the client closes, for at most :data:`LINGER` seconds (closing at once
@@ -102,32 +103,44 @@ class BoundedProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._lingering:
             return  # the rest of a body no one will read: dropped until the connection closes
-        if self._in_headers:
-            room = self.limits.max_header_bytes - self._header_bytes
-            if len(data) > room:  # feed what fits: the headers may end within it, and the rest is body
-                head, data = data[: max(room, 0)], data[max(room, 0) :]
-                if head:
-                    self._header_bytes += len(head)
-                    super().data_received(head)
-                if self.transport.is_closing():
-                    return
-                if self._in_headers:
-                    self._too_big = True
-                    self._answer(431, self._too_big_text())
-                    return
-            else:
-                self._header_bytes += len(data)
+        cap = self.limits.max_header_bytes
+        if self._in_headers and len(data) > cap - self._header_bytes:
+            room = max(cap - self._header_bytes, 0)  # feed what fits: the headers may end within it
+            head, data = data[:room], data[room:]
+            self._header_bytes = cap
+            if head:
+                super().data_received(head)
+            if self.transport.is_closing():
+                return
+            if self._in_headers:
+                self._refuse_headers()
+                return
         super().data_received(data)
+        if self._in_headers and not self.transport.is_closing():
+            # a message's headers under way (still, or begun in this chunk): the chunk counts against them
+            # (all of it: a pipelined request's headers may be over-counted by the body before them, never
+            # under-counted)
+            self._header_bytes += len(data)
+            if self._header_bytes > cap:
+                self._refuse_headers()
+
+    def _refuse_headers(self) -> None:
+        self._too_big = True
+        self._answer(431, self._too_big_text(), tarpit=True)
 
     def send_400_response(self, msg: str) -> None:
         if self._too_big:
-            self._answer(431, self._too_big_text())
+            self._answer(431, self._too_big_text(), tarpit=True)
             return
         super().send_400_response(msg)
 
+    def on_message_complete(self) -> None:
+        self._header_bytes = 0  # the next message's headers are counted from nothing
+        super().on_message_complete()
+
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._in_headers, self._header_bytes = True, 0
+        self._in_headers = True
         if self._timer is None:
             self._arm(self.limits.client_timeout, self._too_slow)
 
@@ -191,8 +204,12 @@ class BoundedProtocol(HttpToolsProtocol):
             "a bearer token is about 70 characters"
         )
 
-    def _answer(self, status: int, message: str, retry: bool = False) -> None:
-        """Answer ``status`` with ``{"error": message}`` and close: for what is refused before the app."""
+    def _answer(self, status: int, message: str, retry: bool = False, tarpit: bool = False) -> None:
+        """Answer ``status`` with ``{"error": message}`` and close: for what is refused before the app.
+
+        ``tarpit``: stop reading, and close only after :data:`LINGER` seconds; a client sending headers
+        of megabytes sends them into a full buffer meanwhile, costing the server nothing, instead of
+        coming back at once."""
         if self.cycle is not None:
             self.cycle.disconnected = True  # the app's own answer, if it comes, is dropped
             self.cycle.message_event.set()
@@ -205,8 +222,14 @@ class BoundedProtocol(HttpToolsProtocol):
             "connection: close",
             *(["retry-after: 1"] if retry else []),
         ]
-        if not self.transport.is_closing():
-            self.transport.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        if self.transport.is_closing():
+            return
+        self.transport.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        if tarpit:
+            self._lingering = True
+            self.transport.pause_reading()
+            self._arm(min(LINGER, self.limits.client_timeout), self._too_slow)
+        else:
             self.transport.close()
 
 
