@@ -171,6 +171,9 @@ class PostgresStore(SqlStore):
     def _begin_read(self, cur: Any) -> None:
         cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
+    def _unbounded(self, cur: Any) -> None:
+        cur.execute("SET LOCAL statement_timeout = 0")
+
     def _after_change(self, cur: Any, seq: int) -> None:
         cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(seq)))
 

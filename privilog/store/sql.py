@@ -175,6 +175,10 @@ class SqlStore(Store):
     def _begin_read(self, cur: Any) -> None:
         cur.execute("BEGIN")
 
+    def _unbounded(self, cur: Any) -> None:
+        """Inside a transaction that reads or writes a whole store (a snapshot, an import): lift the bound on
+        one statement's time (PostgreSQL's ``statement_timeout``) for this transaction only."""
+
     def _after_change(self, cur: Any, seq: int) -> None:
         """Inside the change's transaction, after it is logged (PostgreSQL notifies replicas)."""
 
@@ -427,6 +431,7 @@ class SqlStore(Store):
 
     def snapshot(self) -> tuple[World, int]:
         with self._transaction(write=False) as cur:
+            self._unbounded(cur)  # a whole store (millions of rows) may take longer than a statement may
             seq = int(self._one(cur, "SELECT coalesce(max(seq), 0) FROM changes"))
             data = {
                 "instance": self._one(cur, "SELECT value FROM meta WHERE key = ?", ("instance",)),
@@ -496,6 +501,7 @@ class SqlStore(Store):
         ]
         counts: dict[str, int] = {}
         with self._transaction(write=True) as cur:
+            self._unbounded(cur)  # a million rows: seconds, beyond a statement's bound
             instance = self._one(cur, "SELECT value FROM meta WHERE key = ?", ("instance",))
             if world.instance != instance:
                 has = self._one(cur, "SELECT 1 FROM entities LIMIT 1") or self._one(cur, "SELECT 1 FROM grants LIMIT 1")
