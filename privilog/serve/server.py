@@ -24,6 +24,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
+import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from .bodies import ServeError
@@ -228,6 +229,10 @@ class BoundedProtocol(HttpToolsProtocol):
         if tarpit:
             self._lingering = True
             self.transport.pause_reading()
+            # what the parser gathered of the refused headers (up to the cap) is let go at once, not
+            # held for the tarpit's seconds: nothing is parsed on this connection again
+            self.parser = httptools.HttpRequestParser(self)
+            self.url, self.headers = b"", []
             self._arm(min(LINGER, self.limits.client_timeout), self._too_slow)
         else:
             self.transport.close()
