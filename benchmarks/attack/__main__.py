@@ -257,9 +257,10 @@ def attack_phase(url: str, check: Path, batch: Path, args: argparse.Namespace, s
     attackers = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.attack.attackers", "--url", url, "--slow", str(args.slow),
          "--oversized", str(args.oversized), "--reconnect-delay", str(args.reconnect_delay)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        preexec_fn=(lambda: os.nice(args.attackers_nice)) if args.attackers_nice else None)
     assert attackers.stdin is not None and attackers.stdout is not None
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"attackers_nice": args.attackers_nice}
     guard = Guard(server, args.rss_limit, attackers.stdin)
     try:
         ready, _, _ = select.select([attackers.stdout], [], [], 60)
@@ -342,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serve-args", default="", help="more options for privilog serve, as one string")
     parser.add_argument("--slow", type=int, default=300, help="slow clients (default 300)")
     parser.add_argument("--oversized", type=int, default=1, help="clients sending oversized tokens (default 1)")
+    parser.add_argument("--attackers-nice", type=int, default=0,
+                        help="run the attackers' process at this niceness (default 0): on one machine, 19 stands "
+                             "for an attack from elsewhere, whose own CPU is not the server's")
     parser.add_argument("--tokens", type=int, default=10_000, help="bogus tokens for the memory phase")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds before the last RSS reading")
     parser.add_argument("--reconnect-delay", type=float, default=0.0,

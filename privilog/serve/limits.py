@@ -37,7 +37,7 @@ class Limits:
         for f in fields(self):
             value = getattr(self, f.name)
             if not value > 0:
-                raise ValueError(f"--{f.name.replace('_', '-')} is a positive number, not {value}")
+                raise ValueError(f"--{f.name.replace('_', '-')} is a positive number, not {value:g}")
 
     @property
     def connection_timeout(self) -> float:
@@ -47,7 +47,11 @@ class Limits:
 
 # (option, the field it sets, what it bounds): the command line's options, and the docs' table
 OPTIONS: list[tuple[str, str, str]] = [
-    ("--max-header-bytes", "max_header_bytes", "bytes of a request's line and headers (bigger: 431, connection closed)"),
+    (
+        "--max-header-bytes",
+        "max_header_bytes",
+        "bytes of a request's line and headers (bigger: 431, connection closed)",
+    ),
     ("--max-body", "max_body", "bytes of a request's body (bigger: 413)"),
     ("--max-batch", "max_batch", "checks in one batch, entities of one isVisible, items of one change (more: 413)"),
     ("--max-explained", "max_explained", "checks of one batch with `explain` (more: 413)"),

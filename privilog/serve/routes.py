@@ -36,13 +36,19 @@ def _asked(p: str, op: str, e: str, args: dict[str, Any] | None) -> dict[str, An
 async def check(call: Call) -> dict[str, Any]:
     body = fields(call.body, "body", CHECK_FIELDS, CHECK_OPTIONAL)
     if body.get("explain", False):  # a proof and its fixes: milliseconds, off the event loop
-        return await call.service.work(lambda deadline: _decide(call, body, explain=True, endpoint="check"))
+        explained: dict[str, Any] = await call.service.work(
+            lambda deadline: _decide(call, body, explain=True, endpoint="check")
+        )
+        return explained
     return _decide(call, body, explain=False, endpoint="check")
 
 
 async def why(call: Call) -> dict[str, Any]:
     body = fields(call.body, "body", CHECK_FIELDS, {"args": dict})
-    return await call.service.work(lambda deadline: _decide(call, body, explain=True, endpoint="why", text=True))
+    explained: dict[str, Any] = await call.service.work(
+        lambda deadline: _decide(call, body, explain=True, endpoint="why", text=True)
+    )
+    return explained
 
 
 def _decide(call: Call, body: dict[str, Any], explain: bool, endpoint: str, text: bool = False) -> dict[str, Any]:

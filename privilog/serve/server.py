@@ -75,7 +75,7 @@ class BoundedProtocol(HttpToolsProtocol):
     limits = Limits()  # set by build_app, in each worker process
     per_client: ClassVar[Counter[str]] = Counter()
 
-    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+    def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         self._timer: asyncio.TimerHandle | None = None
         self._lingering = False
@@ -150,7 +150,7 @@ class BoundedProtocol(HttpToolsProtocol):
         self._arm(self.limits.connection_timeout, self._too_long)
         super().on_headers_complete()
         if self.cycle is not None:  # the cycle closes the connection through _Lingering
-            self.cycle.transport = _Lingering(self.transport, self)
+            self.cycle.transport = _Lingering(self.transport, self)  # type: ignore[assignment]
 
     def on_response_complete(self) -> None:
         if not self._lingering:  # (a lingering connection keeps its timer: it closes when that fires)

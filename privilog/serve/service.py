@@ -176,7 +176,9 @@ class Service:
             )
         invalid = {"WWW-Authenticate": 'Bearer realm="privilog", error="invalid_token"'}
         if len(header) > MAX_AUTHORIZATION:
-            raise HttpError(f"the Authorization header is over {MAX_AUTHORIZATION} characters: not a token", 401, invalid)
+            raise HttpError(
+                f"the Authorization header is over {MAX_AUTHORIZATION} characters: not a token", 401, invalid
+            )
         scheme, _, token = header.partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
@@ -253,7 +255,9 @@ class Service:
         finally:
             self._heavy.release()
 
-    def in_slices(self, items: Iterable[Any], decide: Callable[[Authorizer, Any], Any], deadline: Deadline) -> list[Any]:
+    def in_slices(
+        self, items: Iterable[Any], decide: Callable[[Authorizer, Any], Any], deadline: Deadline
+    ) -> list[Any]:
         """``decide(authorizer, item)`` for each item, in order, holding the deployment's lock for about
         :data:`SLICE` seconds at a time: between slices the event loop's checks and the store's replay
         take their turn, and the deadline is looked at. Each answer is of the state at its slice, which
