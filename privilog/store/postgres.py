@@ -17,16 +17,22 @@ database that cannot be reached (stopped, refusing connections, shutting down, a
 lost connection) or that does not answer in time (every session runs with
 ``lock_timeout`` and ``statement_timeout`` of ``PRIVILOG_STORE_TIMEOUT``, 10 s, so a
 change waiting for the write lock gives up) is :class:`StoreUnavailable` (the
-server answers 503 with ``Retry-After``); a full disk (SQLSTATE 53100) is
-:class:`StoreFull` (507). The next call opens a new connection: nothing to restart.
+server answers 503 with ``Retry-After``); so is one that does not answer at all
+(frozen, the network gone: no server-side timeout fires), whose connection is cut
+on the client's side after twice that and a second (:meth:`PostgresStore._watch`).
+A full disk (SQLSTATE 53100) is :class:`StoreFull` (507). The next call opens a
+new connection: nothing to restart.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import socket
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from typing import Any
 from urllib.parse import unquote, unquote_plus
 
@@ -40,7 +46,7 @@ from .sql import STORE_TIMEOUT, SqlStore, schema_v1
 CHANNEL = "privilog_changes"
 # the one write lock: pg_advisory_xact_lock's 64-bit key (the bytes of "privilog" as a number)
 LOCK_KEY = int.from_bytes(b"privilog", "big") & 0x7FFF_FFFF_FFFF_FFFF
-CONNECT_TIMEOUT = 10  # seconds
+CONNECT_TIMEOUT = 10  # seconds, at most (PRIVILOG_STORE_TIMEOUT, when smaller)
 
 _APPEND_ONLY = [
     "CREATE FUNCTION privilog_append_only() RETURNS trigger LANGUAGE plpgsql AS "
@@ -50,6 +56,39 @@ _APPEND_ONLY = [
     "CREATE TRIGGER changes_no_truncate BEFORE TRUNCATE ON changes "
     "FOR EACH STATEMENT EXECUTE FUNCTION privilog_append_only()",
 ]
+
+
+class _Watchdog:
+    """One thread for the process that calls each armed ``cut`` whose deadline passed (started on first use)."""
+
+    def __init__(self) -> None:
+        self._due = threading.Condition()
+        self._deadlines: dict[int, tuple[float, Callable[[], None]]] = {}
+        self._thread: threading.Thread | None = None
+
+    def arm(self, key: int, seconds: float, cut: Callable[[], None]) -> None:
+        with self._due:
+            self._deadlines[key] = (time.monotonic() + seconds, cut)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="privilog-store-watchdog", daemon=True)
+                self._thread.start()
+            self._due.notify()
+
+    def disarm(self, key: int) -> None:
+        with self._due:
+            self._deadlines.pop(key, None)
+
+    def _run(self) -> None:
+        with self._due:
+            while True:
+                now = time.monotonic()
+                for key in [k for k, (deadline, _) in self._deadlines.items() if deadline <= now]:
+                    self._deadlines.pop(key)[1]()
+                soonest = min((deadline for deadline, _ in self._deadlines.values()), default=None)
+                self._due.wait(None if soonest is None else max(0.0, soonest - now))
+
+
+_WATCHDOG = _Watchdog()
 
 
 def redact(url: str) -> str:
@@ -96,6 +135,7 @@ class PostgresStore(SqlStore):
     def __init__(self, url: str, actions: Iterable[str] = ()):
         self._dsn = url
         self._listener: psycopg.Connection[Any] | None = None
+        self._quiet_until = 0.0  # after the database stopped answering: fail at once until then
         super().__init__(redact(url), actions)
 
     # ---- connections ------------------------------------------------------------------------
@@ -130,11 +170,13 @@ class PostgresStore(SqlStore):
             return psycopg.connect(
                 self._dsn,
                 autocommit=True,
-                connect_timeout=CONNECT_TIMEOUT,
+                connect_timeout=min(CONNECT_TIMEOUT, max(2, STORE_TIMEOUT.value())),
                 application_name="privilog",
                 options=options,
             )
         except (psycopg.Error, ValueError) as error:
+            if "timeout expired" in str(error):  # accepted, never answered: a database frozen or cut off
+                self._quiet_until = time.monotonic() + StoreUnavailable.retry_after
             raise self._failure(error) from None
 
     def _connect(self) -> Any:
@@ -145,11 +187,56 @@ class PostgresStore(SqlStore):
         away and came back needs no restart)."""
         if self._closed:
             raise StoreError(f"{self.url}: the store is closed")
+        if time.monotonic() < self._quiet_until:  # callers queued behind a call that waited in vain fail at once
+            raise StoreUnavailable(f"{self.url}: the database did not answer a moment ago; try again")
         if write and self._conn.closed:
             self._conn = self._open()
         if not write and self._reader is not None and self._reader.closed:
             self._reader = self._open()
         return super()._connection(write)
+
+    @contextmanager
+    def _watch(self, conn: Any) -> Iterator[None]:
+        """Bound a transaction's time on the client's side too: the server's timeouts bound a statement
+        and a lock wait, but a database that does not answer at all (its server frozen, the network to
+        it gone) would hold a request for ever. After twice ``PRIVILOG_STORE_TIMEOUT`` and a second, the
+        connection's socket is shut down, the blocked call fails, and the transaction is
+        :class:`StoreUnavailable`; calls made in the next second fail at once, and the next one after
+        opens a new connection. A snapshot or an import (:meth:`_unbounded`) is not watched."""
+        limit = 2 * STORE_TIMEOUT.value() + 1
+        guard = threading.Lock()
+        state = {"done": False, "cut": False}
+
+        def cut() -> None:
+            with guard:
+                if state["done"]:
+                    return
+                state["cut"] = True
+                with suppress(OSError, psycopg.Error):
+                    sock = socket.socket(fileno=os.dup(conn.fileno()))
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    finally:
+                        sock.close()
+
+        _WATCHDOG.arm(id(conn), limit, cut)
+        try:
+            yield
+        except Exception:
+            if not state["cut"]:
+                raise
+            self._quiet_until = time.monotonic() + StoreUnavailable.retry_after
+            raise StoreUnavailable(
+                f"{self.url}: the database did not answer within {limit} s (stopped, or the network to it "
+                "gone?); try again"
+            ) from None
+        finally:
+            with guard:
+                state["done"] = True
+            _WATCHDOG.disarm(id(conn))
+            if state["cut"]:
+                with suppress(Exception):
+                    conn.close()  # shut down under it: the next call opens a new one
 
     def close(self) -> None:
         with self._lock:
@@ -172,6 +259,7 @@ class PostgresStore(SqlStore):
         cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
     def _unbounded(self, cur: Any) -> None:
+        _WATCHDOG.disarm(id(cur.connection))
         cur.execute("SET LOCAL statement_timeout = 0")
 
     def _after_change(self, cur: Any, seq: int) -> None:

@@ -25,7 +25,7 @@ import json
 import threading
 from abc import abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from functools import cache
 from typing import Any
 
@@ -212,21 +212,28 @@ class SqlStore(Store):
         connection left usable."""
         with self._lock if write else self._read_lock:
             try:
-                cur = self._connection(write).cursor()
-                try:
-                    (self._begin_write if write else self._begin_read)(cur)
-                    yield cur
-                    cur.execute("COMMIT")
-                except BaseException:
-                    self._rollback(cur)
-                    raise
-                finally:
-                    cur.close()
+                conn = self._connection(write)
+                with self._watch(conn):
+                    cur = conn.cursor()
+                    try:
+                        (self._begin_write if write else self._begin_read)(cur)
+                        yield cur
+                        cur.execute("COMMIT")
+                    except BaseException:
+                        self._rollback(cur)
+                        raise
+                    finally:
+                        cur.close()
             except Exception as error:
                 classified = self._classify(error)
                 if classified is None:
                     raise
                 raise classified from None
+
+    def _watch(self, conn: Any) -> AbstractContextManager[None]:
+        """Around each transaction on ``conn``: where a database can stop answering altogether (a server
+        frozen, a network gone), the dialect bounds the transaction's time here."""
+        return nullcontext()
 
     def _rollback(self, cur: Any) -> None:
         """Roll back whatever is open; a connection that broke (or a transaction the database ended

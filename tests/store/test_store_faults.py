@@ -166,14 +166,14 @@ def test_a_change_waiting_for_the_write_lock_holds_up_no_reader(
 
 
 def test_a_statement_over_the_bound_is_unavailable_but_a_whole_store_may_take_longer(fresh_postgres_url: str) -> None:
-    """statement_timeout bounds each statement (1 s here); a snapshot or an import (millions of rows) lifts it
-    for its own transaction only, and the connection stays usable after a cancelled statement."""
+    """statement_timeout bounds each statement (1 s here); a snapshot or an import (millions of rows) lifts it,
+    and the client's watch, for its own transaction only; the connection stays usable after a cancelled one."""
     with open_store(fresh_postgres_url) as store:
         with pytest.raises(StoreUnavailable, match="did not answer within 1 s"), store._transaction(False) as cur:
             cur.execute("SELECT pg_sleep(1.5)")
         assert store.last_seq() == 0
         with store._transaction(write=False) as cur:
             store._unbounded(cur)
-            cur.execute("SELECT pg_sleep(1.5)")
+            cur.execute("SELECT pg_sleep(3.5)")  # past the client's own bound (2 x 1 s + 1 s) too
         with store._transaction(write=False) as cur:
             assert cur.execute("SHOW statement_timeout").fetchone()[0] == "1s"  # SET LOCAL: that transaction only
