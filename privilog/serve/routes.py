@@ -19,9 +19,9 @@ from privilog.dsl.check import ancestor_types
 from privilog.engine.authorizer import Authorizer, RequestError
 from privilog.engine.ids import parse_principal
 from privilog.render.explain import render_decision
-from privilog.store.base import ENGINE_KINDS, KINDS
+from privilog.store.base import ENGINE_KINDS, KINDS, StoreError
 
-from .bodies import HttpError, fields, shown
+from .bodies import HttpError, fields, one_line, shown
 from .service import INLINE, Call, Route
 
 CHECK_FIELDS = {"principal": str, "operation": str, "entity": str}
@@ -211,7 +211,8 @@ async def ready(call: Call) -> Any:
     try:
         lag = await service.lag()
     except Exception as error:
-        raise HttpError(f"the store is not reachable: {type(error).__name__}", 503) from None
+        text = one_line(str(error)) if isinstance(error, StoreError) else type(error).__name__
+        raise HttpError(f"the store is not reachable: {text}", 503, {"Retry-After": "1"}) from None
     return {
         "status": "ready",
         "policy": service.deployment.policy.name,

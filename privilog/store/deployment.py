@@ -41,7 +41,7 @@ from privilog.engine.ids import EntityId
 from privilog.engine.patterns import parse_pattern
 from privilog.engine.world import Grant, World, WorldError
 
-from .base import IMPORT, Change, Store
+from .base import IMPORT, Change, Store, StoreUnavailable
 
 
 @dataclass
@@ -93,7 +93,18 @@ class Deployment:
         """Make a change in the store as ``actor`` (durable and audited; refused unless an admin),
         then bring the authorizer up to it. The log entry."""
         entry = self.store.change(actor, kind, items, request_id)
-        self.catch_up(until=entry.seq)
+        try:
+            self.catch_up(until=entry.seq)
+        except StoreUnavailable as error:  # the change is made; reading the log back is what failed
+            with self.lock:
+                if self.seq == entry.seq - 1:  # nothing of anyone else's between: apply it from the answer
+                    self._replay(entry)
+                    self.seq = entry.seq
+                    return entry
+            raise StoreUnavailable(
+                f"the change was made (log entry {entry.seq}) but this server could not read the log to apply "
+                f"it, so its decisions do not show it yet; they will once the store is back ({error})"
+            ) from None
         return entry
 
     def catch_up(self, until: int | None = None) -> int:

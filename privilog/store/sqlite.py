@@ -42,6 +42,13 @@ class SqliteStore(SqlStore):
             raise StoreError(f"{self.path}: no such store (create it with `privilog store init --store {self.path}`)")
         if self.path.exists() and not self.path.is_file():
             raise StoreError(f"{self.path}: a store is a file; this is not a regular file")
+        if create and not self.path.exists():  # readable and writable by its owner only (and its -wal, -shm)
+            try:
+                os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            except FileExistsError:
+                pass
+            except OSError as error:
+                raise StoreError(f"{self.path}: cannot create the store: {error.strerror or error}") from None
         self._identity: tuple[int, int] | None = None
         self._size = 0  # the file's size when last looked at: it never shrinks (privilog never vacuums)
         super().__init__(f"sqlite:{self.path}", actions)

@@ -69,7 +69,7 @@ def test_revoke_entity_takes_every_grant_on_exactly_that_entity(store: SqlStore,
     assert store.audit(entity="dataset:ns1.ds")[-1].kind == "revoke.entity"
     with pytest.raises(NotAnAdmin):
         store.change("user:eve", "revoke.entity", ["namespace:ns1"])
-    with pytest.raises(StoreError, match="an item of `revoke.entity` is ENTITY"):
+    with pytest.raises(StoreError, match=r"an item of `revoke\.entity` is ENTITY"):
         store.change("user:root", "revoke.entity", [["namespace:ns1"]])
 
 
