@@ -24,7 +24,6 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from .bodies import ServeError
@@ -58,9 +57,8 @@ class BoundedProtocol(HttpToolsProtocol):
     """uvicorn's HTTP protocol, with the budget of a connection (:mod:`.limits`) enforced as bytes arrive.
 
     * the request line and headers: at most ``max_header_bytes`` (431 and closed; counted before
-      httptools gathers a header, so a header of 50 MiB costs 32 KiB; the connection is then left
-      unread for :data:`LINGER` seconds before it is closed), within ``client_timeout`` seconds
-      (closed);
+      httptools gathers a header, so a header of 50 MiB costs 32 KiB; closed at once after the
+      answer), within ``client_timeout`` seconds (closed);
     * a request whose answer was sent before its body was read to its end (a 401, 413, 408) ends
       its connection: the answer is sent with ``connection: close``, and the server reads and drops
       what still comes until the client closes, for at most :data:`LINGER` seconds (closing at once
@@ -127,11 +125,11 @@ class BoundedProtocol(HttpToolsProtocol):
 
     def _refuse_headers(self) -> None:
         self._too_big = True
-        self._answer(431, self._too_big_text(), tarpit=True)
+        self._answer(431, self._too_big_text())
 
     def send_400_response(self, msg: str) -> None:
         if self._too_big:
-            self._answer(431, self._too_big_text(), tarpit=True)
+            self._answer(431, self._too_big_text())
             return
         super().send_400_response(msg)
 
@@ -205,12 +203,11 @@ class BoundedProtocol(HttpToolsProtocol):
             "a bearer token is about 70 characters"
         )
 
-    def _answer(self, status: int, message: str, retry: bool = False, tarpit: bool = False) -> None:
+    def _answer(self, status: int, message: str, retry: bool = False) -> None:
         """Answer ``status`` with ``{"error": message}`` and close: for what is refused before the app.
 
-        ``tarpit``: stop reading, and close only after :data:`LINGER` seconds; a client sending headers
-        of megabytes sends them into a full buffer meanwhile, costing the server nothing, instead of
-        coming back at once."""
+        The close is at once, even with bytes of the request still coming (a header of megabytes):
+        holding such a connection open, even unread, lets the kernel buffer megabytes more of it."""
         if self.cycle is not None:
             self.cycle.disconnected = True  # the app's own answer, if it comes, is dropped
             self.cycle.message_event.set()
@@ -223,18 +220,8 @@ class BoundedProtocol(HttpToolsProtocol):
             "connection: close",
             *(["retry-after: 1"] if retry else []),
         ]
-        if self.transport.is_closing():
-            return
-        self.transport.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
-        if tarpit:
-            self._lingering = True
-            self.transport.pause_reading()
-            # what the parser gathered of the refused headers (up to the cap) is let go at once, not
-            # held for the tarpit's seconds: nothing is parsed on this connection again
-            self.parser = httptools.HttpRequestParser(self)
-            self.url, self.headers = b"", []
-            self._arm(min(LINGER, self.limits.client_timeout), self._too_slow)
-        else:
+        if not self.transport.is_closing():
+            self.transport.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
             self.transport.close()
 
 
