@@ -15,6 +15,7 @@ body.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -36,7 +37,7 @@ class Limits:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if not value > 0:
+            if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"--{f.name.replace('_', '-')} is a positive number, not {value:g}")
 
     @property

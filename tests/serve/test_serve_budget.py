@@ -42,4 +42,8 @@ def test_a_bound_that_is_not_positive_is_a_usage_error(tmp_path):
                            "--request-timeout", "0"], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 2
     assert done.stderr.strip() == "privilog: serve: --request-timeout is a positive number, not 0"
+    for value in ("inf", "nan", "-1"):
+        done = subprocess.run([sys.executable, "-m", "privilog", "serve", "--store", str(tmp_path / "none.db"),
+                               "--client-timeout", value], capture_output=True, text=True, cwd=ROOT)
+        assert done.returncode == 2 and "--client-timeout is a positive number" in done.stderr, value
     assert Limits().connection_timeout == 2 * Limits().client_timeout + Limits().request_timeout
