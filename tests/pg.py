@@ -144,9 +144,9 @@ def _postgres_user() -> pwd.struct_passwd:
         raise RuntimeError(f"running as root, and there is no `postgres` user for initdb: {INSTALL_HINT}") from None
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[TemporaryPostgres]:
-    """A PostgreSQL server started for this test run (with a database ``privilog``), stopped at its end."""
+def started_postgres() -> Iterator[TemporaryPostgres]:
+    """A new PostgreSQL server, started, and stopped when the generator is closed (a fixture's body);
+    missing binaries fail the test in one line."""
     try:
         server = TemporaryPostgres()
     except RuntimeError as error:
@@ -156,6 +156,12 @@ def postgres_server() -> Iterator[TemporaryPostgres]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[TemporaryPostgres]:
+    """A PostgreSQL server started for this test run (with a database ``privilog``), stopped at its end."""
+    yield from started_postgres()
 
 
 @pytest.fixture(scope="session")

@@ -57,7 +57,7 @@ from urllib.parse import urlsplit
 
 from benchmarks.attack.attackers import CHECK_BODY, exchange, failure, loopback, request
 from benchmarks.engines.common import ROOT, machine_info, progress
-from benchmarks.serve.__main__ import BATCH, _script, _serve, _store, _wrk, size_arg
+from benchmarks.serve.__main__ import BATCH, _check_scripts, _serve, _store, _wrk, size_arg
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results.json"
 CONNECTIONS = 8
@@ -378,11 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         progress(f"building the world of {args.size} grants and its store")
         store, token, requests = _store(args.size, folder)
-        singles = [json.dumps(r) for r in requests]
-        batches = [json.dumps({"checks": [requests[(i * BATCH + j) % len(requests)] for j in range(BATCH)]})
-                   for i in range(8)]
-        check = _script(folder, "check", token, "/v1/check", singles)
-        batch = _script(folder, "batch", token, "/v1/check/batch", batches)
+        check, batch = _check_scripts(folder, token, requests)
         tokens = bogus_tokens(args.tokens)
         process, url, start_s = _serve(store, args.workers, extra)
         drain = Drain(process.stderr)

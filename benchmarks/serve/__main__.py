@@ -134,6 +134,15 @@ def _script(folder: Path, name: str, token: str, path: str, bodies: list[str], u
     return script
 
 
+def _check_scripts(folder: Path, token: str, requests: list[dict[str, Any]]) -> tuple[Path, Path]:
+    """wrk's scripts of single checks (each request in turn) and of batches of ``BATCH`` of them."""
+    singles = [json.dumps(r) for r in requests]
+    batches = [json.dumps({"checks": [requests[(i * BATCH + j) % len(requests)] for j in range(BATCH)]})
+               for i in range(8)]
+    return (_script(folder, "check", token, "/v1/check", singles),
+            _script(folder, "batch", token, "/v1/check/batch", batches))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.serve", description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=size_arg, default=100_000)
@@ -146,11 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         progress(f"building the world of {args.size} grants and its store")
         store, token, requests = _store(args.size, folder)
-        singles = [json.dumps(r) for r in requests]
-        batches = [json.dumps({"checks": [requests[(i * BATCH + j) % len(requests)] for j in range(BATCH)]})
-                   for i in range(8)]
-        check = _script(folder, "check", token, "/v1/check", singles)
-        batch = _script(folder, "batch", token, "/v1/check/batch", batches)
+        check, batch = _check_scripts(folder, token, requests)
         grant = _script(folder, "grant", token, "/v1/changes", ["{}"], unique=True)
         for workers in [int(w) for w in args.workers.split(",")]:
             process, url, start_s = _serve(store, workers)

@@ -34,17 +34,22 @@ def test_a_malformed_change_is_still_a_store_error_not_the_stores_fault(store: S
     assert not isinstance(caught.value, StoreUnavailable | StoreFull)
 
 
-def test_a_write_lock_held_past_the_timeout_is_unavailable_then_the_next_change_works(
-    store: SqlStore, store_url: str
-) -> None:
+def hold_the_write_lock(store: SqlStore, store_url: str) -> tuple[sqlite3.Connection | psycopg.Connection, str]:
+    """Another connection holding the store's write lock (SQLite: an exclusive transaction; PostgreSQL:
+    the advisory lock every change takes), and the statement that lets it go."""
     if isinstance(store, SqliteStore):
         holder: sqlite3.Connection | psycopg.Connection = sqlite3.connect(store.path, isolation_level=None)
         holder.execute("BEGIN EXCLUSIVE")
-        release = "ROLLBACK"
-    else:
-        holder = psycopg.connect(store_url, autocommit=True)
-        holder.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
-        release = f"SELECT pg_advisory_unlock({LOCK_KEY})"
+        return holder, "ROLLBACK"
+    holder = psycopg.connect(store_url, autocommit=True)
+    holder.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
+    return holder, f"SELECT pg_advisory_unlock({LOCK_KEY})"
+
+
+def test_a_write_lock_held_past_the_timeout_is_unavailable_then_the_next_change_works(
+    store: SqlStore, store_url: str
+) -> None:
+    holder, release = hold_the_write_lock(store, store_url)
     try:
         started = time.monotonic()
         with pytest.raises(StoreUnavailable) as caught:
@@ -132,14 +137,7 @@ def test_a_change_waiting_for_the_write_lock_holds_up_no_reader(
 
     monkeypatch.setenv("PRIVILOG_STORE_TIMEOUT", "3")
     _, token = store.create_token("user:bob", "local:ops")
-    if isinstance(store, SqliteStore):
-        holder: sqlite3.Connection | psycopg.Connection = sqlite3.connect(store.path, isolation_level=None)
-        holder.execute("BEGIN EXCLUSIVE")
-        release = "ROLLBACK"
-    else:
-        holder = psycopg.connect(store_url, autocommit=True)
-        holder.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
-        release = f"SELECT pg_advisory_unlock({LOCK_KEY})"
+    holder, release = hold_the_write_lock(store, store_url)
     failed: list[BaseException] = []
 
     def write() -> None:

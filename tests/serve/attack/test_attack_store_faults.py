@@ -32,7 +32,7 @@ import pytest
 
 from privilog.store import open_store
 from privilog.store.postgres import LOCK_KEY
-from tests.pg import TemporaryPostgres
+from tests.pg import TemporaryPostgres, started_postgres
 from tests.serve.conftest import Server, Setup
 
 ACTIONS = ("READ", "WRITE", "EXECUTE", "ADMIN")
@@ -51,15 +51,7 @@ def _short_store_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="module")
 def own_postgres() -> Iterator[TemporaryPostgres]:
     """A PostgreSQL server of this module's own: the tests stop it, and no other test may see that."""
-    try:
-        server = TemporaryPostgres()
-    except RuntimeError as error:
-        pytest.fail(str(error), pytrace=False)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
+    yield from started_postgres()
 
 
 def wait_for(what: str, done: Callable[[], bool], bound: float = BOUND) -> float:
@@ -96,6 +88,22 @@ def unavailable(answer: httpx.Response) -> bool:
     error = answer.json()["error"]
     assert "try again" in error or "put it" in error, answer.text  # what to do
     return True
+
+
+def grant_beside_checks(admin: httpx.Client, bob: httpx.Client) -> tuple[httpx.Response, float, float]:
+    """A grant sent while the store's write lock is held elsewhere, and bob's checks asked while it waits
+    (after his token has left the server's cache): the grant's answer, how long it waited, and how long
+    the checks took. The checks are answered while the grant still waits: it holds up no check."""
+    with ThreadPoolExecutor(1) as pool:
+        started = time.monotonic()
+        waiting = pool.submit(grant, admin, "user:carol")
+        time.sleep(1.2)  # bob's token is out of the server's cache (1 s) while the grant waits
+        asked = time.monotonic()
+        assert decision(bob) == "allow" and decision(bob, OTHER) == "deny"
+        answered = time.monotonic() - asked
+        assert not waiting.done()
+        refused = waiting.result(timeout=BOUND)
+        return refused, time.monotonic() - started, answered
 
 
 def healthy(server: Server) -> None:
@@ -171,16 +179,7 @@ def test_postgres_write_lock_held_answers_503_within_the_timeout_then_200(
     assert decision(bob) == "allow"
     with psycopg.connect(url, autocommit=True) as holder:
         holder.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
-        with ThreadPoolExecutor(1) as pool:
-            started = time.monotonic()
-            waiting = pool.submit(grant, server.client(root_token), "user:carol")
-            time.sleep(1.2)  # bob's token is out of the server's cache (1 s) while the grant waits
-            asked = time.monotonic()
-            assert decision(bob) == "allow" and decision(bob, OTHER) == "deny"
-            answered = time.monotonic() - asked
-            assert not waiting.done()  # answered while the change still waited: it held up no check
-            refused = waiting.result(timeout=BOUND)
-            waited = time.monotonic() - started
+        refused, waited, answered = grant_beside_checks(server.client(root_token), bob)
         assert unavailable(refused), refused.text
         assert "did not answer within" in refused.json()["error"], refused.text
         assert TIMEOUT - 0.5 <= waited < TIMEOUT + 3, waited
@@ -261,16 +260,7 @@ def test_sqlite_locked_by_another_process_answers_503_then_200(setup: Setup) -> 
     holder = sqlite3.connect(setup.path, isolation_level=None)
     try:
         holder.execute("BEGIN EXCLUSIVE")
-        with ThreadPoolExecutor(1) as pool:
-            started = time.monotonic()
-            waiting = pool.submit(grant, server.client(setup.root), "user:carol")
-            time.sleep(1.2)  # bob's token is out of the server's cache (1 s) while the grant waits
-            asked = time.monotonic()
-            assert decision(bob) == "allow" and decision(bob, OTHER) == "deny"
-            answered = time.monotonic() - asked
-            assert not waiting.done()  # answered while the change still waited: it held up no check
-            refused = waiting.result(timeout=BOUND)
-            waited = time.monotonic() - started
+        refused, waited, answered = grant_beside_checks(server.client(setup.root), bob)
         assert unavailable(refused), refused.text
         assert "locked by another process" in refused.json()["error"], refused.text
         assert TIMEOUT - 0.5 <= waited < TIMEOUT + 3, waited
