@@ -8,6 +8,9 @@ policy. This module reads a table and interprets its ``requires``
 engine's id hierarchy, so that the property tests can hold the engine to it as an
 independent oracle. :mod:`privilog.testing.conformance` checks a policy against it.
 
+The module is over 600 lines on purpose: the oracle is read in one file, beside the
+table format it interprets, so that a reader can check it against the seeds alone.
+
 >>> table = table_from_data({
 ...     "policy": "mine", "seeds": ["000"],
 ...     "world": {"entities": ["dataset:ns1.ds"]},
