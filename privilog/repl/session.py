@@ -4,9 +4,9 @@
 Session; everything a line can do is here and is tested through
 :meth:`Session.one_shot`, which returns the text to print.
 
-One module, though long: its bulk is the one class whose methods are the
-commands, sharing the session's policy, world and authorizer; split into
-modules, the commands would pass that state around instead of reading it.
+What a session holds (its policy, world and authorizer) is a
+:class:`~privilog.repl.state.SessionState`; a Session is that state with the
+commands over it.
 
 >>> session = Session("cdap", {"entities": ["dataset:ns1.ds"], "admins": ["user:root"],
 ...                            "grants": [["user:bob", "WRITE", "dataset:ns1.ds"]]})
@@ -30,10 +30,9 @@ import os
 import re
 import shlex
 import traceback
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from privilog import dsl
 from privilog.api import load_world_for
@@ -41,7 +40,6 @@ from privilog.dsl.check import ancestor_types, prelude_relations
 from privilog.dsl.errors import PolicyError, PolicyErrors, PrivilogError, did_you_mean, relocate_all
 from privilog.dsl.files import read_policy_text
 from privilog.dsl.ir import Policy
-from privilog.engine.authorizer import Authorizer
 from privilog.engine.decision import (
     Change,
     Decision,
@@ -55,20 +53,14 @@ from privilog.engine.ids import EntityId, IdError, parse_principal
 from privilog.engine.query import EXAMPLE as QUERY_EXAMPLE
 from privilog.engine.query import Budget, QueryLimit, answer, parse_query, time_limit
 from privilog.engine.who import who
-from privilog.engine.world import ALL, Grant, World, load_world, save_world
+from privilog.engine.world import ALL, Grant, load_world, save_world
 from privilog.engine.worldlog import WorldFile
 from privilog.render.explain import render_decision, render_short, render_visible, render_who
 from privilog.render.notes import closest, unknown_notes
 from privilog.render.query import action_notes, render_answer
-from privilog.store import open_store
-from privilog.store.base import Change as LogEntry
-from privilog.store.deployment import Deployment
+from privilog.repl.state import ReplError, SessionState, count, summary
 
 MAX_RULE_LITERALS = 64  # a session's rule is compiled; a wider join is written as several rules
-
-
-class ReplError(PrivilogError):
-    """A line the session cannot run as written; the message says what to type instead."""
 
 
 @dataclass(frozen=True)
@@ -202,42 +194,8 @@ ALIASES = {"exit": "quit", "query": "?-", "why-not": "whynot", "why_not": "whyno
 # ---- one line ------------------------------------------------------------------------
 
 
-class Session:
-    """A policy, a world and an authorizer over them, changed and questioned one line at a time."""
-
-    def __init__(
-        self,
-        policy: str = "cdap",
-        world: str | Path | Mapping[str, Any] | None = None,
-        store: str | None = None,
-    ):
-        self.policy_name = policy
-        self.policy_path = dsl.resolve_policy_path(policy)
-        self.policy_text = self._read_policy(self.policy_path)
-        self.policy: Policy = dsl.load_policy(str(self.policy_path))
-        self.world_path: Path | None = Path(world) if isinstance(world, str | Path) else None
-        # with a store, every change goes to it (durable, admin-checked, audited) and the
-        # session replays the store's log before each line, so it sees others' changes too
-        self.deployment: Deployment | None = None
-        if store is not None:
-            if world is not None:
-                raise ReplError("give a world or a store, not both")
-            self.deployment = Deployment(open_store(store, self.policy.actions, create=False), self.policy)
-            self.authorizer = self.deployment.authorizer
-        else:
-            loaded = load_world_for(self.policy, dict(world) if isinstance(world, Mapping) else world)
-            loaded.journal = []  # the session's changes, kept until `save world` and re-applied on others'
-            self.authorizer = Authorizer(self.policy, loaded)
-        self.rules: list[str] = []  # the session's own rules, in the order added
-        self.finished = False
-        self._unsaved = False
-        self._warned_unsaved = False
-        self._interrupted = False
-
-    @property
-    def world(self) -> World:
-        """The session's world, as changed by its grants, revokes and entity commands."""
-        return self.authorizer.world
+class Session(SessionState):
+    """A session's state with the commands over it: each line runs one."""
 
     # ---- running a line ------------------------------------------------------------
 
@@ -248,17 +206,17 @@ class Session:
     def run(self, line: str) -> Reply:
         """Run one line; never raises (bad input and bugs become a Reply)."""
         try:
-            if self._interrupted:
-                self._rebuild()  # an interrupted evaluation may have left the backend half way
-                self._interrupted = False
+            if self.interrupted:
+                self.rebuild()  # an interrupted evaluation may have left the backend half way
+                self.interrupted = False
             if self.deployment is not None:
                 self.deployment.catch_up()  # what others changed in the store meanwhile
                 self.authorizer = self.deployment.authorizer
-            notes = self._take_in()
+            notes = self.take_in()
             text = self._dispatch(line)
             return Reply("\n".join([*notes, text]) if notes else text)
         except KeyboardInterrupt:
-            self._interrupted = True
+            self.interrupted = True
             return Reply("cancelled", error=True)
         except PrivilogError as error:
             return Reply(str(error), error=True)
@@ -475,13 +433,13 @@ class Session:
         grants = [Grant(principal, a, e) for e in entities for a in actions]
         if self.deployment is not None:
             rows = [[g.principal, g.action, str(g.entity)] for g in grants]
-            entry = self._store_change(actor, verb, rows)
+            entry = self.store_change(actor, verb, rows)
             changed = [Grant(p, a, self.authorizer.granted_entity(e)) for p, a, e in entry.items]
         else:
             change = self.authorizer.grant if verb == "grant" else self.authorizer.revoke
             changed = change(actor, grants)
         if changed:
-            self._changed()
+            self.changed()
         return self._grant_report(verb, grants, changed)
 
     def _grant_report(self, verb: str, grants: list[Grant], changed: list[Grant]) -> str:
@@ -529,12 +487,12 @@ class Session:
             raise ReplError(f"{pair[0]} cannot be a member of itself")
         adding = words[0] == "add"
         if self.deployment is not None:
-            changed = bool(self._store_change(actor, f"member.{words[0]}", [list(pair)]).items)
+            changed = bool(self.store_change(actor, f"member.{words[0]}", [list(pair)]).items)
         else:
             change = self.authorizer.add_members if adding else self.authorizer.remove_members
             changed = bool(change(actor, [pair]))
             if changed:
-                self._changed()
+                self.changed()
         if adding:
             return f"added {pair[0]} to {pair[1]}" if changed else f"{pair[0]} is already in {pair[1]}"
         return f"removed {pair[0]} from {pair[1]}" if changed else f"{pair[0]} is not in {pair[1]}: nothing to remove"
@@ -546,13 +504,13 @@ class Session:
                 lines.append(f"{entity} already exists")
                 continue
             if self.deployment is not None:
-                self._store_change(actor, "entity.add", [str(entity)])
+                self.store_change(actor, "entity.add", [str(entity)])
             else:
                 self.authorizer.add_entity(actor, entity)
             held = sum(1 for g in self.world.grants if g.entity == entity)
             verb = "applies" if held == 1 else "apply"
-            lines.append(f"added {entity}" + (f"; {_count(held, 'grant')} on it {verb} again" if held else ""))
-        self._changed()
+            lines.append(f"added {entity}" + (f"; {count(held, 'grant')} on it {verb} again" if held else ""))
+        self.changed()
         return "\n".join(lines)
 
     def _delete_entities(self, actor: str, entities: list[EntityId]) -> str:
@@ -565,61 +523,18 @@ class Session:
         for entity in entities:
             if self.deployment is not None:
                 doomed = {entity, *self.authorizer.inventory.within(entity)}
-                self._store_change(actor, "entity.delete", [str(entity)])
+                self.store_change(actor, "entity.delete", [str(entity)])
             else:
                 doomed = self.authorizer.delete_entity(actor, entity)
             kept = sum(1 for g in self.world.grants if g.entity in doomed)
-            lines.append(f"deleted {_count(len(doomed), 'entity', 'entities')}: {', '.join(map(str, sorted(doomed)))}")
+            lines.append(f"deleted {count(len(doomed), 'entity', 'entities')}: {', '.join(map(str, sorted(doomed)))}")
             if kept:
                 them = "it" if len(doomed) == 1 else "them"
-                lines.append(f"  kept {_count(kept, 'grant')} on {them}: grants survive a delete and apply again")
-        self._changed()
+                lines.append(f"  kept {count(kept, 'grant')} on {them}: grants survive a delete and apply again")
+        self.changed()
         return "\n".join(lines)
 
-    def _store_change(self, actor: str, kind: str, items: list[Any]) -> LogEntry:
-        """A change made in the session's store (durable, audited), then replayed here."""
-        assert self.deployment is not None
-        entry = self.deployment.change(actor, kind, items)
-        self.authorizer = self.deployment.authorizer
-        return entry
-
-    def _changed(self) -> None:
-        """The authorizer applied the change itself (incrementally); remember it is unsaved.
-        A change made in a store is saved already."""
-        if self.deployment is None:
-            self._unsaved = True
-            self._warned_unsaved = False
-
     # ---- policies and worlds -------------------------------------------------------
-
-    @staticmethod
-    def _read_policy(path: Path) -> str:
-        return read_policy_text(path)
-
-    def _rebuild(self, policy: Policy | None = None, world: World | None = None, evaluate: Iterable[str] = ()) -> None:
-        """A fresh authorizer (and backend) for the session's policy and world, with the
-        relations of ``evaluate`` evaluated (a backend may otherwise wait until they are asked
-        for); the session's own is replaced only when all that is done. On a store, the store's
-        world is read anew; a world given leaves the store."""
-        if self.deployment is not None and world is None:
-            previous = self.deployment.policy
-            self.deployment.reload(policy or self.policy)
-            try:
-                for relation in evaluate:
-                    self.deployment.authorizer.backend.query(relation)
-            except BaseException:
-                self.deployment.reload(previous)
-                raise
-            authorizer = self.deployment.authorizer
-        else:
-            authorizer = Authorizer(policy or self.policy, world if world is not None else self.world)
-            for relation in evaluate:
-                authorizer.backend.query(relation)
-            self.deployment = None
-        if authorizer is not self.authorizer:
-            self.world.observers.discard(self.authorizer)  # the old one no longer follows the world's file
-        self.authorizer = authorizer
-        self.policy = authorizer.policy
 
     def _load(self, words: list[str]) -> str:
         if len(words) != 2 or words[0] not in ("policy", "world"):
@@ -628,7 +543,7 @@ class Session:
 
     def _load_policy(self, name: str) -> str:
         path = dsl.resolve_policy_path(name)
-        text = self._read_policy(path)
+        text = read_policy_text(path)
         policy = dsl.load_policy(str(path))
         unknown = sorted({g.action for g in self.world.grants} - set(policy.actions))
         if unknown:
@@ -636,13 +551,13 @@ class Session:
                 f"policy {policy.name} has no action {', '.join(unknown)}, which the world grants; "
                 f"load a world for it first (its actions are {', '.join(policy.actions)})"
             )
-        self._rebuild(policy)
+        self.rebuild(policy)
         dropped = len(self.rules)
         self.policy_name, self.policy_path, self.policy_text, self.rules = name, path, text, []
         title = f" ({policy.title})" if policy.title else ""
         lines = [f"loaded policy {policy.name}{title}: {len(policy.operations)} operations"]
         if dropped:
-            lines.append(f"dropped the session's {_count(dropped, 'rule')}")
+            lines.append(f"dropped the session's {count(dropped, 'rule')}")
         return "\n".join(lines)
 
     def _load_world(self, name: str) -> str:
@@ -650,10 +565,10 @@ class Session:
         world = load_world(path, self.policy.actions)
         world.journal = []
         left = f"; the session no longer follows the store {self.deployment.store.url}" if self.deployment else ""
-        self._rebuild(world=world)
+        self.rebuild(world=world)
         self.world_path = path
-        self._unsaved = False
-        return f"loaded world {path}: {_summary(world)}{left}"
+        self.unsaved = False
+        return f"loaded world {path}: {summary(world)}{left}"
 
     def _save(self, words: list[str]) -> str:
         if not words or words[0] != "world" or len(words) > 2:
@@ -668,45 +583,14 @@ class Session:
                 # its own file: others' changes since it was read are taken in first, never overwritten
                 before = (following.taken_in, following.rereads, len(following.dropped))
                 self.world.save()
-                notes = self._news(before)
+                notes = self.news(before)
             else:
                 save_world(self.world, path)
         except OSError as error:
             raise ReplError(f"cannot save the world to {path}: {error.strerror or error}") from None
         self.world_path = path
-        self._unsaved = False
-        return "\n".join([*notes, f"saved the world to {path}: {_summary(self.world)}"])
-
-    def _take_in(self) -> list[str]:
-        """Notes on what others changed in the session's world file since it was read, read in
-        (the session's unsaved changes stay on top)."""
-        following = self.world.following
-        if following is None or self.deployment is not None:
-            return []
-        before = (following.taken_in, following.rereads, len(following.dropped))
-        try:
-            self.world.take_in()
-        except PrivilogError as error:
-            return [f"note: cannot read {self.world_path} again, so the session keeps its world: {error}"]
-        return self._news(before)
-
-    def _news(self, before: tuple[int, int, int]) -> list[str]:
-        following = self.world.following
-        assert following is not None
-        taken, rereads, dropped = following.taken_in - before[0], following.rereads - before[1], before[2]
-        if not taken and following.rereads == before[1] and len(following.dropped) == dropped:
-            return []
-        path = self.world_path or following.file.path
-        what = "read it again" if rereads else f"read in their {_count(taken, 'change')}"
-        kept = len(self.world.journal or [])
-        on_top = f" (the session's {_count(kept, 'unsaved change')} kept on top)" if kept else ""
-        notes = [f"note: {path} was changed by someone else since this session read it; {what}{on_top}"]
-        for change in following.dropped[dropped:]:
-            notes.append(
-                f"note: dropped this session's unsaved {change.kind} as {change.actor}: "
-                f"{change.actor} is no longer an authorization admin"
-            )
-        return notes
+        self.unsaved = False
+        return "\n".join([*notes, f"saved the world to {path}: {summary(self.world)}"])
 
     def _diff(self, words: list[str]) -> str:
         from privilog.engine.compare import Comparison
@@ -760,7 +644,7 @@ class Session:
         policy = self._policy_with([*self.rules, text])
         heads = sorted({r.head.predicate for r in parsed.rules})
         with time_limit(Budget.from_env()):  # evaluating it may take long: a crafted join
-            self._rebuild(policy, evaluate=heads)  # on the limit, the session keeps its authorizer as it was
+            self.rebuild(policy, evaluate=heads)  # on the limit, the session keeps its authorizer as it was
         self.rules.append(text)
         return f"added to the session's policy (rules added: {len(self.rules)}); defines {', '.join(heads)}"
 
@@ -782,7 +666,7 @@ class Session:
         try:
             found = answer(self.authorizer.backend.query, body, Budget.from_env())
         except QueryLimit:
-            self._interrupted = True  # the backend may have stopped half way: rebuilt before the next line
+            self.interrupted = True  # the backend may have stopped half way: rebuilt before the next line
             raise
         return "\n".join([render_answer(found), *action_notes(found, [*self.policy.actions, ALL])])
 
@@ -807,8 +691,8 @@ class Session:
         return "\n".join(lines)
 
     def _quit(self, words: list[str]) -> str:
-        if self._unsaved and not self._warned_unsaved:
-            self._warned_unsaved = True
+        if self.unsaved and not self.warned_unsaved:
+            self.warned_unsaved = True
             return "the world has unsaved changes: `save world [PATH]` keeps them; `quit` again leaves without"
         self.finished = True
         return ""
@@ -849,7 +733,7 @@ class Session:
             if at == 0:
                 return principals
             if words[-1] == "--in":
-                return self._entity_names()
+                return self.entity_names()
             return [*self.authorizer.listable_types(), "--in"] if at == 1 else ["--in"]
         if command in ("grant", "revoke"):
             return self._grant_candidates(words, principals)
@@ -860,7 +744,7 @@ class Session:
                 return sorted(self.world.admins)
             if words[0] == "delete":
                 return sorted(str(e) for e in self.world.existing())
-            return [*self._entity_names(), *(f"{t.name}:" for t in self.policy.entity_types)]
+            return [*self.entity_names(), *(f"{t.name}:" for t in self.policy.entity_types)]
         if command == "help":
             return list(COMMANDS) if not words else []
         return self._file_candidates(command, words, current)
@@ -871,7 +755,7 @@ class Session:
             return operations
         op = self.policy.operation(words[0])
         if len(words) == 1:
-            names = self._entity_names()
+            names = self.entity_names()
             return [n for n in names if op is None or n.startswith(op.entity_type + ":")]
         if op is None:
             return []
@@ -880,7 +764,7 @@ class Session:
             param = next((p for p in op.params if p.name == name), None)
             if param is None:
                 return []
-            values = ["true", "false"] if param.type == "bool" else self._entity_names(param.type)
+            values = ["true", "false"] if param.type == "bool" else self.entity_names(param.type)
             return [f"{name}={v}" for v in values]
         return [f"{p.name}=" for p in op.params]
 
@@ -891,7 +775,7 @@ class Session:
             return [*self.policy.actions, ALL]
         if words[-1] == "as":
             return sorted(self.world.admins)
-        return [*self._entity_names(), "as"] if "as" not in words else []
+        return [*self.entity_names(), "as"] if "as" not in words else []
 
     def _file_candidates(self, command: str, words: list[str], current: str) -> Sequence[str]:
         """Policies and worlds: the shipped policies by name, and paths."""
@@ -912,16 +796,11 @@ class Session:
 
     def _datalog_completions(self, before: str, current: str) -> list[str]:
         if before.count("(") > before.count(")"):
-            pool = [*self._entity_names(), *sorted(self.world.principals())]
+            pool = [*self.entity_names(), *sorted(self.world.principals())]
             pool += [f'"{a}"' for a in self.policy.actions]
         else:
             pool = sorted(self.authorizer.program.relations)
         return sorted({c for c in pool if c.startswith(current)})
-
-    def _entity_names(self, entity_type: str | None = None) -> list[str]:
-        """Every entity the world knows: those that exist and those that are granted."""
-        known = self.world.existing() | {g.entity for g in self.world.grants}
-        return sorted(str(e) for e in known if entity_type is None or e.type == entity_type)
 
 
 # ---- rendering -------------------------------------------------------------------------
@@ -932,19 +811,6 @@ def _by_holder(grants: Sequence[Grant]) -> dict[tuple[str, str], list[str]]:
     for grant in sorted(grants):
         grouped.setdefault((grant.principal, grant.action), []).append(str(grant.entity))
     return grouped
-
-
-def _count(number: int, word: str, plural: str = "") -> str:
-    """``1 grant``, ``2 grants``."""
-    return f"{number} {word if number == 1 else plural or word + 's'}"
-
-
-def _summary(world: World) -> str:
-    admins = ", ".join(sorted(world.admins)) or "none"
-    return (
-        f"{_count(len(world.entities), 'entity', 'entities')}, {_count(len(world.grants), 'grant')}, "
-        f"{_count(len(world.members), 'membership')}, admins: {admins}"
-    )
 
 
 _DATALOG_WORD = re.compile(r"[A-Za-z0-9_:.@\-\"]*$")
