@@ -197,3 +197,28 @@ def member(session: SessionState, line: Line) -> str:
     if adding:
         return f"added {pair[0]} to {pair[1]}" if changed else f"{pair[0]} is already in {pair[1]}"
     return f"removed {pair[0]} from {pair[1]}" if changed else f"{pair[0]} is not in {pair[1]}: nothing to remove"
+
+
+# ---- completion ----------------------------------------------------------------------
+
+
+def complete_grant(session: SessionState, words: list[str], current: str) -> Sequence[str]:
+    """After grant and revoke: PRINCIPAL ACTION ENTITY... as ADMIN."""
+    if not words:
+        return sorted(session.world.principals())
+    if len(words) == 1:
+        return [*session.policy.actions, ALL]
+    if words[-1] == "as":
+        return sorted(session.world.admins)
+    return [*session.entity_names(), "as"] if "as" not in words else []
+
+
+def complete_entity(session: SessionState, words: list[str], current: str) -> Sequence[str]:
+    """After entity: add or delete, the entities (those that exist, to delete), as ADMIN."""
+    if not words:
+        return ["add", "delete"]
+    if words[-1] == "as":
+        return sorted(session.world.admins)
+    if words[0] == "delete":
+        return sorted(str(e) for e in session.world.existing())
+    return [*session.entity_names(), *(f"{t.name}:" for t in session.policy.entity_types)]

@@ -1,5 +1,6 @@
 """Every command of the REPL, in one table: its name and other spellings, how it is written,
-its help, and the handler that runs it (as ``dsl/check.py`` lists its passes).
+its help, the handler that runs it and the completer of its next word (as ``dsl/check.py``
+lists its passes).
 
 ``help`` prints from the table, the session dispatches by it, and Tab completes from it.
 The handlers live by subject: ``questions`` (check, why, whynot, list, who, ?-), ``changes``
@@ -8,6 +9,8 @@ and ``quit``, about the session itself, are here.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from privilog.dsl.errors import did_you_mean
 from privilog.engine.query import EXAMPLE as QUERY_EXAMPLE
@@ -41,6 +44,11 @@ def show_help(session: SessionState, line: Line) -> str:
     return "\n".join(lines)
 
 
+def complete_help(session: SessionState, words: list[str], current: str) -> Sequence[str]:
+    """After help: a command's name."""
+    return list(COMMANDS) if not words else []
+
+
 def leave(session: SessionState, line: Line) -> str:
     """``quit``: the session is finished, unless the world has unsaved changes and this is the first try."""
     if session.unsaved and not session.warned_unsaved:
@@ -60,6 +68,7 @@ COMMANDS: dict[str, Command] = {
             "check user:bob dataset.read dataset:sales.orders",
             "Request arguments are NAME=VALUE (or --arg NAME=VALUE), e.g. artifact=artifact:sales.etl-lib.",
             run=questions.check,
+            complete=questions.complete_request,
         ),
         Command(
             "why",
@@ -69,6 +78,7 @@ COMMANDS: dict[str, Command] = {
             "For a denied request, the tree shows what is unmet, the policy's deny rules that hold (each\n"
             "with the facts that make it hold) and the smallest changes that would allow it.",
             run=questions.why,
+            complete=questions.complete_request,
         ),
         Command(
             "whynot",
@@ -78,6 +88,7 @@ COMMANDS: dict[str, Command] = {
             "When a group or role already holds what is needed, it says adding the principal to it is enough;\n"
             "when a rule of the policy denies it, the membership to remove or the grant to revoke it rests on.",
             run=questions.whynot,
+            complete=questions.complete_request,
             aliases=("why-not", "why_not"),
         ),
         Command(
@@ -86,6 +97,7 @@ COMMANDS: dict[str, Command] = {
             "what a principal may see, with the grant that shows each entity",
             "list user:dave dataset --in namespace:marketing",
             run=questions.list_visible,
+            complete=questions.complete_list,
         ),
         Command(
             "who",
@@ -93,6 +105,7 @@ COMMANDS: dict[str, Command] = {
             "which principals of the world may do an operation on an entity, and why",
             "who dataset.read dataset:sales.orders",
             run=questions.who_may,
+            complete=questions.complete_who,
         ),
         Command(
             "?-",
@@ -104,7 +117,7 @@ COMMANDS: dict[str, Command] = {
             'Literals may be negated (`not grant(P, "ADMIN", E)`) or compare (`X != Y`).',
             run=questions.query,
             aliases=("query",),
-            takes_text=True,
+            takes_text=True,  # its Datalog is completed by privilog.repl.completion, as a rule's is
         ),
         Command(
             "grant",
@@ -113,6 +126,7 @@ COMMANDS: dict[str, Command] = {
             "grant user:bob READ dataset:marketing.campaigns as user:root",
             "A grant may name an entity that does not exist yet: it applies once the entity is created.",
             run=changes.grant,
+            complete=changes.complete_grant,
         ),
         Command(
             "revoke",
@@ -120,6 +134,7 @@ COMMANDS: dict[str, Command] = {
             "revoke privileges, as an authorization admin of the world",
             "revoke user:bob READ dataset:sales.orders as user:root",
             run=changes.revoke,
+            complete=changes.complete_grant,
         ),
         Command(
             "entity",
@@ -128,6 +143,7 @@ COMMANDS: dict[str, Command] = {
             "and keeps every grant",
             "entity delete application:sales.etl as user:root",
             run=changes.entity,
+            complete=changes.complete_entity,
         ),
         Command(
             "member",
@@ -142,6 +158,7 @@ COMMANDS: dict[str, Command] = {
             "switch to another policy (a name in rules/ or a path) or world file",
             "load policy cdap-4.2",
             run=files.load,
+            complete=files.complete_load,
         ),
         Command(
             "save",
@@ -150,6 +167,7 @@ COMMANDS: dict[str, Command] = {
             "save world my-world.yaml",
             "The file is replaced atomically: a crash leaves the old file or the new one, never half.",
             run=files.save,
+            complete=files.complete_save,
         ),
         Command(
             "rule",
@@ -168,8 +186,16 @@ COMMANDS: dict[str, Command] = {
             "diff cdap-4.2",
             "With --world, every decision in the session's world that changes instead.",
             run=files.diff,
+            complete=files.complete_diff,
         ),
-        Command("help", "help [COMMAND]", "the commands, or one command with an example", "help whynot", run=show_help),
+        Command(
+            "help",
+            "help [COMMAND]",
+            "the commands, or one command with an example",
+            "help whynot",
+            run=show_help,
+            complete=complete_help,
+        ),
         Command(
             "quit",
             "quit",
@@ -177,6 +203,7 @@ COMMANDS: dict[str, Command] = {
             "quit",
             run=leave,
             aliases=("exit",),
+            tab_offers_aliases=True,
         ),
     )
 }

@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+import glob
+import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from privilog import dsl
@@ -98,3 +101,40 @@ def diff(session: SessionState, line: Line) -> str:
         load_world_for(other, session.world.to_data())  # the world must make sense to both
         return render_world_diff(left, right, comparison.compare_world(session.world))
     return render_diff(left, right, comparison.compare())
+
+
+# ---- completion ----------------------------------------------------------------------
+
+
+def complete_load(session: SessionState, words: list[str], current: str) -> Sequence[str]:
+    """After load: policy or world, then a shipped policy's name or a path."""
+    if not words:
+        return ["policy", "world"]
+    if len(words) == 1:
+        return [*_shipped(), *_paths(current)] if words[0] == "policy" else _paths(current)
+    return []
+
+
+def complete_save(session: SessionState, words: list[str], current: str) -> Sequence[str]:
+    """After save: world, then a path."""
+    if not words:
+        return ["world"]
+    if len(words) == 1:
+        return _paths(current)
+    return []
+
+
+def complete_diff(session: SessionState, words: list[str], current: str) -> Sequence[str]:
+    """After diff: a shipped policy's name or a path, then --world."""
+    return [*_shipped(), *_paths(current)] if not words else ["--world"]
+
+
+def _shipped() -> list[str]:
+    """The policies in rules/, by name."""
+    return sorted(p.stem for p in dsl.rules_dir().glob("*.policy"))
+
+
+def _paths(prefix: str) -> list[str]:
+    """Files and folders that complete ``prefix``."""
+    found = sorted(glob.glob(os.path.expanduser(prefix) + "*"))[:50]
+    return [p + "/" if os.path.isdir(p) else p for p in found]

@@ -173,3 +173,47 @@ def query(session: SessionState, line: Line) -> str:
         session.interrupted = True  # the backend may have stopped half way: rebuilt before the next line
         raise
     return "\n".join([render_answer(found), *action_notes(found, [*session.policy.actions, ALL])])
+
+
+# ---- completion ----------------------------------------------------------------------
+
+
+def complete_request(session: SessionState, words: list[str], current: str) -> Sequence[str]:
+    """After check, why and whynot: PRINCIPAL OPERATION ENTITY [NAME=VALUE]..."""
+    if not words:
+        return sorted(session.world.principals())
+    return _request_candidates(session, words[1:], current)
+
+
+def complete_who(session: SessionState, words: list[str], current: str) -> Sequence[str]:
+    """After who: OPERATION ENTITY [NAME=VALUE]..."""
+    return _request_candidates(session, words, current)
+
+
+def _request_candidates(session: SessionState, words: list[str], current: str) -> Sequence[str]:
+    """Candidates after the principal: OPERATION ENTITY [NAME=VALUE]..."""
+    if not words:
+        return [o.qualified for o in session.policy.operations]
+    op = session.policy.operation(words[0])
+    if len(words) == 1:
+        names = session.entity_names()
+        return [n for n in names if op is None or n.startswith(op.entity_type + ":")]
+    if op is None:
+        return []
+    if "=" in current:
+        name = current.split("=", 1)[0]
+        param = next((p for p in op.params if p.name == name), None)
+        if param is None:
+            return []
+        values = ["true", "false"] if param.type == "bool" else session.entity_names(param.type)
+        return [f"{name}={v}" for v in values]
+    return [f"{p.name}=" for p in op.params]
+
+
+def complete_list(session: SessionState, words: list[str], current: str) -> Sequence[str]:
+    """After list: PRINCIPAL [TYPE] [--in PARENT]."""
+    if not words:
+        return sorted(session.world.principals())
+    if words[-1] == "--in":
+        return session.entity_names()
+    return [*session.authorizer.listable_types(), "--in"] if len(words) == 1 else ["--in"]
