@@ -1,14 +1,14 @@
 """Worlds: the entities, grants, memberships and admins a policy is evaluated against.
 
 A world is written in YAML or JSON (DESIGN.md, "Files a user writes"), or as
-a folder of tables (CSV, JSON lines, Parquet: :mod:`engine.formats`). Every
+a folder of tables (CSV, JSON lines, Parquet: :mod:`engine.world.formats`). Every
 value is validated where it is read, and an error names the file, line and
 column of the offending value. Grants change only through an authorization
 admin. A world bound to its file logs each change beside it, under the file's
 lock, after reading in what others changed (:mod:`engine.worldlog`); every
 reader replays that log, and it is compacted into the file in place.
 
-A document is read first without positions (:func:`engine.formats.load_document`)
+A document is read first without positions (:func:`engine.world.formats.load_document`)
 and its values checked as plain data; only when something is wrong is it read
 again with a position on every value, for the message.
 """
@@ -28,7 +28,6 @@ from typing import Any
 import yaml
 from privilog.dsl.errors import OneLineError, PrivilogError, did_you_mean
 from privilog.dsl.files import FileRefused, read_world_text, write_atomically
-from privilog.engine.formats import TableError, TableFile, Unreadable, find_tables, is_table_path, load_document
 from privilog.engine.ids import (
     DEFAULT_INSTANCE,
     INSTANCE_NAME,
@@ -39,6 +38,7 @@ from privilog.engine.ids import (
     parse_principal,
 )
 from privilog.engine.patterns import is_pattern, parse_pattern
+from privilog.engine.world.formats import TableError, TableFile, Unreadable, find_tables, is_table_path, load_document
 from privilog.engine.worldlog import Change, Identity, LogDamaged, Logged, WorldFile, log_bound
 from privilog.engine.yamlsave import Facts, edited
 
@@ -900,7 +900,7 @@ def _read_once(file: WorldFile, name: str) -> tuple[Identity | None, str, Logged
 
 
 def load_tables(path: str | Path, actions: Iterable[str]) -> World:
-    """Read a world of tables: a folder of them, or one table file (:func:`engine.formats.find_tables`)."""
+    """Read a world of tables: a folder of them, or one table file (:func:`engine.world.formats.find_tables`)."""
     try:
         files = find_tables(Path(path))
         with _collector_paused():

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from privilog.engine.formats import _NotSimple, _Subset, load_document
 from privilog.engine.world import World, WorldError, _PlainReader, load_world, parse_located, parse_world, save_world
+from privilog.engine.world.formats import _NotSimple, _Subset, load_document
 
 from privilog.cli import main
 
