@@ -5,7 +5,7 @@ a folder of tables (CSV, JSON lines, Parquet: :mod:`engine.world.formats`). Ever
 value is validated where it is read, and an error names the file, line and
 column of the offending value. Grants change only through an authorization
 admin. A world bound to its file logs each change beside it, under the file's
-lock, after reading in what others changed (:mod:`engine.worldlog`); every
+lock, after reading in what others changed (:mod:`engine.world.log`); every
 reader replays that log, and it is compacted into the file in place.
 
 A document is read first without positions (:func:`engine.world.formats.load_document`)
@@ -39,7 +39,7 @@ from privilog.engine.ids import (
 )
 from privilog.engine.patterns import is_pattern, parse_pattern
 from privilog.engine.world.formats import TableError, TableFile, Unreadable, find_tables, is_table_path, load_document
-from privilog.engine.worldlog import Change, Identity, LogDamaged, Logged, WorldFile, log_bound
+from privilog.engine.world.log import Change, Identity, LogDamaged, Logged, WorldFile, log_bound
 from privilog.engine.yamlsave import Facts, edited
 
 ALL = "ALL"
@@ -136,7 +136,7 @@ class World:
     actions: tuple[str, ...] = field(default=(), compare=False, repr=False)
     # the YAML text the world was read from (or last saved as): a save edits it in place
     source: str | None = field(default=None, compare=False, repr=False)
-    # the file the world was read from, and how much of it and its log (engine.worldlog)
+    # the file the world was read from, and how much of it and its log (engine.world.log)
     following: Following | None = field(default=None, compare=False, repr=False)
     # changes made here and not yet saved, for a world that follows a file it is not bound to (the REPL)
     journal: list[Change] | None = field(default=None, compare=False, repr=False)
@@ -323,7 +323,7 @@ class World:
         """Around one change. A world bound to a file holds the file's lock for the change, takes
         in what others wrote since it last read it before anything is decided, and logs the change
         (:meth:`_record`) before it is made here; the log is compacted into the file when it has
-        grown past its bound (:func:`engine.worldlog.log_bound`)."""
+        grown past its bound (:func:`engine.world.log.log_bound`)."""
         if self.path is None:
             yield
             return
@@ -838,7 +838,7 @@ def world_from_data(data: dict[str, Any], actions: Iterable[str]) -> World:
 def load_world(path: str | Path, actions: Iterable[str], bind: bool = False) -> World:
     """Read a world file or folder. With ``bind``, changes made through the world are saved back to it.
 
-    A world file's change log (``world.yaml.log``, :mod:`engine.worldlog`) is replayed on top of
+    A world file's change log (``world.yaml.log``, :mod:`engine.world.log`) is replayed on top of
     it: every reader sees every acknowledged change. Only a regular file (or a folder of tables)
     within ``PRIVILOG_MAX_WORLD_BYTES`` is read.
     """

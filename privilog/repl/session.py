@@ -56,7 +56,7 @@ from privilog.engine.query import EXAMPLE as QUERY_EXAMPLE
 from privilog.engine.query import Budget, QueryLimit, answer, parse_query, time_limit
 from privilog.engine.who import who
 from privilog.engine.world import ALL, Grant, World, load_world, save_world
-from privilog.engine.worldlog import WorldFile
+from privilog.engine.world.log import WorldFile
 from privilog.render.explain import render_decision, render_short, render_visible, render_who
 from privilog.render.notes import closest, unknown_notes
 from privilog.render.query import action_notes, render_answer
