@@ -40,7 +40,7 @@ from privilog.engine.ids import (
 from privilog.engine.patterns import is_pattern, parse_pattern
 from privilog.engine.world.formats import TableError, TableFile, Unreadable, find_tables, is_table_path, load_document
 from privilog.engine.world.log import Change, Identity, LogDamaged, Logged, WorldFile, log_bound
-from privilog.engine.yamlsave import Facts, edited
+from privilog.engine.world.yamlsave import Facts, edited
 
 ALL = "ALL"
 
@@ -472,7 +472,7 @@ def save_world(world: World, path: Path) -> None:
     written is the whole truth); the world's lock is held meanwhile.
 
     A world read from YAML is saved into the text it was read from, changing only
-    the entries that changed (:mod:`engine.yamlsave`), so that a world file kept in
+    the entries that changed (:mod:`engine.world.yamlsave`), so that a world file kept in
     git diffs cleanly; any other world is written out in full. A symbolic link stays
     a link (its target is replaced), and the file keeps its permissions and, where
     the process may set it, its owner (:func:`dsl.files.write_atomically`).
