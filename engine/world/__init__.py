@@ -100,24 +100,6 @@ class Grant:
 
 
 @dataclass
-class Following:
-    """The file a world was read from, and how much of it: where the next read of it starts.
-
-    ``taken_in`` counts the changes others made that were read in since, ``rereads`` the times the
-    file itself was replaced (compacted or edited) and read anew, ``dropped`` the unsaved changes
-    given up because their actor is no longer an admin: what a program tells its user.
-    """
-
-    file: WorldFile
-    seen: Identity | None
-    end: int  # bytes of the log read: every whole change before it
-    lines: int  # lines of the log read
-    taken_in: int = 0
-    rereads: int = 0
-    dropped: list[Change] = field(default_factory=list)
-
-
-@dataclass
 class World:
     """Facts about a deployment. Entities that exist; grants, which need not name one."""
 
@@ -316,25 +298,18 @@ class World:
             self.entities.difference_update(doomed)
         return doomed
 
-    # ---- the file a world is read from: its log, its lock, others' changes ------------
+    # ---- changes made here, kept by what keeps the world's file (engine.world.following) ----------
 
     @contextmanager
     def _changing(self) -> Iterator[None]:
-        """Around one change. A world bound to a file holds the file's lock for the change, takes
-        in what others wrote since it last read it before anything is decided, and logs the change
-        (:meth:`_record`) before it is made here; the log is compacted into the file when it has
-        grown past its bound (:func:`engine.world.log.log_bound`)."""
+        """Around one change. For a world bound to a file, what keeps it holds the file's lock for
+        the change, takes in what others wrote first, and compacts the log when it has grown
+        (:func:`changing_bound`)."""
         if self.path is None:
             yield
             return
-        file = self.following.file if self.following is not None else WorldFile(self.path)
-        with file.locked():
-            if self.following is not None:
-                self.take_in(locked=True)
+        with changing_bound(self):
             yield
-            following = self.following
-            if following is None or following.end > log_bound(following.seen.size if following.seen else 0):
-                self._compact(file)
 
     def _record(self, kind: str, actor: str, items: list[Any]) -> None:
         """Log a change about to be made (nothing, when it changes nothing): in the bound file's
@@ -344,8 +319,7 @@ class World:
         change = Change(kind, actor, tuple(items), Change.now())
         following = self.following
         if self.path is not None and following is not None:
-            following.end = following.file.append([change], following.end)
-            following.lines += 1
+            following.log(change)
         elif self.journal is not None:
             self.journal.append(change)
 
@@ -355,51 +329,17 @@ class World:
         world not yet saved (its journal) stay on top; one whose actor is no longer an admin is
         dropped (and counted in ``following.dropped``). Observers (an Authorizer) are told each change.
         ``locked``: the caller holds the file's lock."""
-        following = self.following
-        if following is None:
+        if self.following is None:
             return 0
-        file = following.file
-        if file.identity() != following.seen or file.log_size() < following.end:
-            taken = self._read_again(following, locked)
-        else:
-            logged = file.read(following.end, following.lines + 1)
-            for number, change in logged.changes:
-                self._tell(change.kind, self._apply(change, f"{file.log}:{number}"))
-            following.end, following.lines = logged.end, following.lines + len(logged.changes)
-            taken = len(logged.changes)
-            following.taken_in += taken
-        if taken and self.journal and not self._reapply_journal(following):
-            # a change given up was made here: start again from the file, with the rest on top
-            self._read_again(following, locked)
-            self._reapply_journal(following)
-        return taken
+        return self.following.take_in(self, locked)
 
-    def _read_again(self, following: Following, locked: bool) -> int:
-        """Read the file and its log anew, in place of this world's facts (the file was replaced)."""
-        file = following.file
-        fresh = read_world_file(file, self.actions, self.path, str(self.path or file.path), locked)
-        assert fresh.following is not None
-        self.instance, self.entities, self.grants = fresh.instance, fresh.entities, fresh.grants
-        self.members, self.admins, self.source = fresh.members, fresh.admins, fresh.source
-        read = fresh.following
-        following.seen, following.end, following.lines = read.seen, read.end, read.lines
-        following.rereads += 1
-        self._tell("reload", [])
-        return -1
-
-    def _reapply_journal(self, following: Following) -> bool:
-        """This world's unsaved changes made again, in order, on top of others'; False when one
-        was given up (its actor is no longer an admin)."""
-        kept: list[Change] = []
-        for change in self.journal or []:
-            if not self.is_admin(change.actor):
-                following.dropped.append(change)
-                continue
-            self._tell(change.kind, self._apply(change, "<unsaved change>"))
-            kept.append(change)
-        whole = len(kept) == len(self.journal or [])
-        self.journal = kept
-        return whole
+    def save(self) -> None:
+        """Write this world, with what others changed meanwhile taken in first, into the file it was
+        read from, and empty the log (a compaction); for the REPL's `save world`, or to compact a
+        bound world's log by hand."""
+        if self.following is None:
+            raise WorldError("this world was not read from a file: save it to one with save_world(world, path)")
+        self.following.save(self)
 
     def _tell(self, kind: str, items: list[Any]) -> None:
         if items or kind == "reload":
@@ -425,34 +365,6 @@ class World:
             part.difference_update(changed)
         return changed
 
-    def save(self) -> None:
-        """Write this world, with what others changed meanwhile taken in first, into the file it was
-        read from, and empty the log (a compaction); for the REPL's `save world`, or to compact a
-        bound world's log by hand."""
-        following = self.following
-        if following is None:
-            raise WorldError("this world was not read from a file: save it to one with save_world(world, path)")
-        with following.file.locked():
-            self.take_in(locked=True)
-            self._compact(following.file)
-        if self.journal is not None:
-            self.journal = []
-
-    def _compact(self, file: WorldFile) -> None:
-        """Write the world into its file and remove the log, which the file now holds (the lock is held)."""
-        text = world_text(self)
-        try:
-            write_atomically(file.path, text, "world")
-        except FileRefused as error:
-            raise WorldError(str(error)) from None
-        file.remove_log()
-        if self.source is not None:
-            self.source = text
-        previous = self.following
-        self.following = Following(file, file.identity(), 0, 0)
-        if previous is not None:
-            self.following.taken_in, self.following.rereads = previous.taken_in, previous.rereads
-
     def to_data(self) -> dict[str, Any]:
         """The world as plain data, in the file format."""
         return {
@@ -464,6 +376,120 @@ class World:
         } | ({"config": {k: list(v) for k, v in sorted(self.config.items())}} if self.config else {}) | (
             {"owners": {str(e): str(o) for e, o in sorted(self.owners.items())}} if self.owners else {}
         )
+
+
+# ---- a world following its file: its log, its lock, others' changes ----------------------------
+
+
+@dataclass
+class Following:
+    """The file a world was read from, and how much of it: where the next read of it starts; and
+    what keeps the world in step with it (others' changes taken in, its own logged, compaction).
+
+    ``taken_in`` counts the changes others made that were read in since, ``rereads`` the times the
+    file itself was replaced (compacted or edited) and read anew, ``dropped`` the unsaved changes
+    given up because their actor is no longer an admin: what a program tells its user.
+    """
+
+    file: WorldFile
+    seen: Identity | None
+    end: int  # bytes of the log read: every whole change before it
+    lines: int  # lines of the log read
+    taken_in: int = 0
+    rereads: int = 0
+    dropped: list[Change] = field(default_factory=list)
+
+    def log(self, change: Change) -> None:
+        """Append a change to the file's log, fsynced (the lock is held)."""
+        self.end = self.file.append([change], self.end)
+        self.lines += 1
+
+    def take_in(self, world: World, locked: bool = False) -> int:
+        """:meth:`World.take_in`: others' changes to the file read into ``world``."""
+        file = self.file
+        if file.identity() != self.seen or file.log_size() < self.end:
+            taken = self._read_again(world, locked)
+        else:
+            logged = file.read(self.end, self.lines + 1)
+            for number, change in logged.changes:
+                world._tell(change.kind, world._apply(change, f"{file.log}:{number}"))
+            self.end, self.lines = logged.end, self.lines + len(logged.changes)
+            taken = len(logged.changes)
+            self.taken_in += taken
+        if taken and world.journal and not self._reapply_journal(world):
+            # a change given up was made here: start again from the file, with the rest on top
+            self._read_again(world, locked)
+            self._reapply_journal(world)
+        return taken
+
+    def _read_again(self, world: World, locked: bool) -> int:
+        """Read the file and its log anew, in place of the world's facts (the file was replaced)."""
+        file = self.file
+        fresh = read_world_file(file, world.actions, world.path, str(world.path or file.path), locked)
+        assert fresh.following is not None
+        world.instance, world.entities, world.grants = fresh.instance, fresh.entities, fresh.grants
+        world.members, world.admins, world.source = fresh.members, fresh.admins, fresh.source
+        read = fresh.following
+        self.seen, self.end, self.lines = read.seen, read.end, read.lines
+        self.rereads += 1
+        world._tell("reload", [])
+        return -1
+
+    def _reapply_journal(self, world: World) -> bool:
+        """The world's unsaved changes made again, in order, on top of others'; False when one
+        was given up (its actor is no longer an admin)."""
+        kept: list[Change] = []
+        for change in world.journal or []:
+            if not world.is_admin(change.actor):
+                self.dropped.append(change)
+                continue
+            world._tell(change.kind, world._apply(change, "<unsaved change>"))
+            kept.append(change)
+        whole = len(kept) == len(world.journal or [])
+        world.journal = kept
+        return whole
+
+    def save(self, world: World) -> None:
+        """:meth:`World.save`: others' changes taken in, then the world compacted into its file."""
+        with self.file.locked():
+            self.take_in(world, locked=True)
+            compact(world, self.file)
+        if world.journal is not None:
+            world.journal = []
+
+
+@contextmanager
+def changing_bound(world: World) -> Iterator[None]:
+    """Around one change of a world bound to a file: the file's lock held for the change, what
+    others wrote since the world last read it taken in before anything is decided; the change is
+    logged (:meth:`Following.log`) before it is made. The log is compacted into the file when it
+    has grown past its bound (:func:`engine.world.log.log_bound`), and at once when the world was
+    made in memory and has no log yet."""
+    assert world.path is not None
+    file = world.following.file if world.following is not None else WorldFile(world.path)
+    with file.locked():
+        if world.following is not None:
+            world.following.take_in(world, locked=True)
+        yield
+        following = world.following
+        if following is None or following.end > log_bound(following.seen.size if following.seen else 0):
+            compact(world, file)
+
+
+def compact(world: World, file: WorldFile) -> None:
+    """Write the world into its file and remove the log, which the file now holds (the lock is held)."""
+    text = world_text(world)
+    try:
+        write_atomically(file.path, text, "world")
+    except FileRefused as error:
+        raise WorldError(str(error)) from None
+    file.remove_log()
+    if world.source is not None:
+        world.source = text
+    previous = world.following
+    world.following = Following(file, file.identity(), 0, 0)
+    if previous is not None:
+        world.following.taken_in, world.following.rereads = previous.taken_in, previous.rereads
 
 
 def save_world(world: World, path: Path) -> None:
@@ -485,7 +511,7 @@ def save_world(world: World, path: Path) -> None:
     try:
         with file.locked():
             if follows:
-                world._compact(file)
+                compact(world, file)
                 if world.journal is not None:
                     world.journal = []
                 return
