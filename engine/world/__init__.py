@@ -20,8 +20,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-from privilog.dsl.errors import PrivilogError
 from privilog.dsl.files import FileRefused, read_world_text, write_atomically
 from privilog.engine.world.formats import is_table_path
 from privilog.engine.world.located import Located, WorldReader, compose, parse_located
@@ -37,7 +35,7 @@ from privilog.engine.world.model import (
     keep_bound_files,
 )
 from privilog.engine.world.readers import load_tables, parse_world, read_config, world_from_data
-from privilog.engine.world.yamlsave import Facts, edited
+from privilog.engine.world.writing import world_text
 
 __all__ = [
     "ALL",
@@ -206,43 +204,6 @@ def save_world(world: World, path: Path) -> None:
             file.remove_log()
     except FileRefused as error:
         raise WorldError(str(error)) from None
-
-
-def world_text(world: World) -> str:
-    """The world as the text of its file: its source edited in place, or written out in full."""
-    text = _edited_source(world)
-    if text is None:
-        text = yaml.safe_dump(world.to_data(), sort_keys=False, default_flow_style=None, width=100)
-    return text
-
-
-def _edited_source(world: World) -> str | None:
-    """The world's source text edited to the world, if that text reads back to exactly this world."""
-    if world.source is None:
-        return None
-    facts = Facts(
-        world.instance,
-        world.entities,
-        {(g.principal, g.action, g.entity) for g in world.grants},
-        world.members,
-        world.admins,
-        world.actions,
-    )
-    text = edited(world.source, facts)
-    if text is None:
-        return None
-    try:
-        again = parse_world(text, world.actions)
-    except PrivilogError:
-        return None
-    same = (again.instance, again.entities, again.grants, again.members, again.admins) == (
-        world.instance,
-        world.entities,
-        world.grants,
-        world.members,
-        world.admins,
-    )
-    return text if same else None
 
 
 def load_world(path: str | Path, actions: Iterable[str], bind: bool = False) -> World:
