@@ -13,7 +13,7 @@ from privilog import dsl
 from privilog.api import load_world_for
 from privilog.dsl.files import read_policy_text
 from privilog.engine.world import load_world, save_world
-from privilog.engine.worldlog import WorldFile
+from privilog.engine.world.log import WorldFile
 from privilog.repl.command import Line
 from privilog.repl.state import ReplError, SessionState, count, summary
 

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from privilog.dsl.errors import PrivilogError
 from privilog.dsl.files import POLICY_BYTES_VAR, WORLD_BYTES_VAR
-from privilog.engine.formats import Unreadable, load_document
 from privilog.engine.ids import EntityId, IdError
 from privilog.engine.world import Grant, NotAnAdmin, World, WorldError, load_world, parse_world, save_world
+from privilog.engine.world.formats import Unreadable, load_document
 
 import privilog
 

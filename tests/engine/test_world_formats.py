@@ -13,8 +13,9 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from privilog.engine.formats import _NotSimple, _Subset, load_document
-from privilog.engine.world import World, WorldError, _PlainReader, load_world, parse_located, parse_world, save_world
+from privilog.engine.world import World, WorldError, load_world, parse_located, parse_world, save_world
+from privilog.engine.world.formats import _NotSimple, _Subset, load_document
+from privilog.engine.world.readers import _PlainReader
 
 from privilog.cli import main
 

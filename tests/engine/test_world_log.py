@@ -1,4 +1,4 @@
-"""A world file's change log and lock (engine/worldlog.py; issue 17, items 1 and 2).
+"""A world file's change log and lock (engine/world/log.py; issue 17, items 1 and 2).
 
 Several bound worlds in one process stand for several processes here: each holds the lock on
 its own open file, as another process would. tests/crash/ does it with real processes.

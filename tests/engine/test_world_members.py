@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from privilog.engine.ids import IdError
 from privilog.engine.world import World, WorldError, check_membership, load_world, parse_located, world_from_data
-from privilog.engine.worldlog import Change
+from privilog.engine.world.log import Change
 
 from privilog.store.base import check_items
 

@@ -14,7 +14,7 @@ a whole-line comment that follows a flow-style entry of a block list, which is
 how world files are written (``- [user:a, READ, ns]`` and a comment under it).
 
 The caller checks that the edited text reads back to the world it saved, and
-writes the world afresh when it does not (:func:`engine.world.save_world`).
+writes the world afresh when it does not (:func:`engine.world.writing.world_text`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Beside ``world.yaml`` (the world as a person writes it) live:
   or one compaction. A writer takes in what others wrote since it last read the file
   before it decides anything, so it never overwrites a change it has not seen.
 
-Compaction writes the world into the file (in place, :mod:`engine.yamlsave`; atomically)
+Compaction writes the world into the file (in place, :mod:`engine.world.yamlsave`; atomically)
 and then removes the log. A crash between the two leaves a log whose changes the file
 already holds: replaying them again changes nothing, since each change is a set of
 facts added or removed, and the last change to touch a fact decides it.

@@ -3,7 +3,7 @@
 A world document is read here without positions: JSON with the json module,
 the plain YAML that worlds are usually written in by a scanner of that subset,
 anything else with libyaml. Reading it keeps no position, so the reader in
-:mod:`engine.world` reads a document here first and, only when something is
+:mod:`engine.world.readers` reads a document here first and, only when something is
 wrong, reads it again with positions (PyYAML's located nodes) for its message.
 
 The subset is block mappings at the top, block sequences of one-line items,
