@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gc
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any
@@ -20,7 +20,7 @@ from privilog.dsl.errors import PrivilogError, article, did_you_mean
 from privilog.dsl.format import format_alternatives
 from privilog.dsl.ir import Operation, Policy, Requirement, Scope, Verb
 from privilog.dsl.limits import LIST_ARGUMENT, WORLD_ENTRIES, LimitError
-from privilog.engine.backends import Backend, make_backend
+from privilog.engine.backends import Backend, Decider, FastDecisions, make_backend
 from privilog.engine.decision import (
     Change,
     Decision,
@@ -48,8 +48,6 @@ from privilog.engine.patterns import (
 )
 from privilog.engine.program import Program, Row, by_rule_names, compile_policy, reads
 from privilog.engine.world import Grant, World
-
-Decider = Callable[[str, str, Mapping[str, str]], bool]  # principal, entity, arguments -> allowed
 
 TRUE_WORDS = {"true", "yes", "1", "on"}
 FALSE_WORDS = {"false", "no", "0", "off"}  # never "": a missing value is not the permissive reading
@@ -93,6 +91,7 @@ class Authorizer:
         self._uses_within = reads(self.program.rules, "within", self.program.facts)
         self.backend_name = backend
         self.backend: Backend = make_backend(backend, self.program)
+        self._plans: FastDecisions[Any] | None = self.backend if isinstance(self.backend, FastDecisions) else None
         self._facts: dict[str, set[Row]] = {}
         self._operations = {op.qualified: op for op in policy.operations}
         self._by_rules = by_rule_names(policy)
@@ -494,8 +493,7 @@ class Authorizer:
         try:
             return self._deciders[operation]
         except KeyError:
-            make = getattr(self.backend, "decider", None)
-            found = self._deciders[operation] = make(operation) if make is not None else None
+            found = self._deciders[operation] = self._plans.decider(operation) if self._plans is not None else None
             return found
 
     def decide(self, request: Request) -> bool:
@@ -510,13 +508,12 @@ class Authorizer:
         absent = self._absent(request)
         if not any(absent.values()):
             return plan(request.principal, str(entity), dict(request.args))
-        assume = getattr(self.backend, "assume", None)
-        if assume is not None:  # a create: the entity's place, for this decision only
-            changes = assume(absent)
+        if self._plans is not None:  # a create: the entity's place, for this decision only
+            changes = self._plans.assume(absent)
             try:
                 return plan(request.principal, str(entity), dict(request.args))
             finally:
-                self.backend.retract(changes)  # type: ignore[attr-defined]
+                self._plans.retract(changes)
         for relation, rows in absent.items():
             if rows:
                 self.backend.add(relation, rows)
