@@ -8,7 +8,6 @@ rules; this module only validates input, asks, and assembles answers.
 
 from __future__ import annotations
 
-import gc
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -19,7 +18,8 @@ from privilog.dsl.check import ancestor_types
 from privilog.dsl.errors import PrivilogError, article, did_you_mean
 from privilog.dsl.format import format_alternatives
 from privilog.dsl.ir import Operation, Policy, Requirement, Scope, Verb
-from privilog.dsl.limits import LIST_ARGUMENT, WORLD_ENTRIES, LimitError
+from privilog.dsl.limits import LIST_ARGUMENT
+from privilog.engine.authorizer.loaded import LoadedWorld
 from privilog.engine.backends import Backend, Decider, FastDecisions, make_backend
 from privilog.engine.decision import (
     Change,
@@ -34,19 +34,11 @@ from privilog.engine.decision import (
     Witness,
 )
 from privilog.engine.denial import Changes, Rules, denials, deny_rules, premise_changes, taking_away
-from privilog.engine.facts import name_rows, within_rows, world_facts
+from privilog.engine.facts import name_rows, within_rows
 from privilog.engine.ids import ENTITY_TYPES, EntityId, IdError, parent_type, parse_principal
 from privilog.engine.inventory import Inventory
-from privilog.engine.patterns import (
-    PatternIndex,
-    check_tries,
-    is_pattern,
-    match_rows,
-    matches,
-    parse_pattern,
-    policy_patterns,
-)
-from privilog.engine.program import Program, Row, by_rule_names, compile_policy, reads
+from privilog.engine.patterns import is_pattern, match_rows, parse_pattern
+from privilog.engine.program import Program, Row, by_rule_names, compile_policy
 from privilog.engine.world import Grant, World
 
 TRUE_WORDS = {"true", "yes", "1", "on"}
@@ -83,16 +75,11 @@ class Authorizer:
     def __init__(self, policy: Policy, world: World | None = None, backend: str = "compiled"):
         check_hierarchy(policy)
         self.policy = policy
-        self.world = world if world is not None else World()
         self.program: Program = compile_policy(policy)
-        self._named_patterns = policy_patterns(self.program.rules)
-        # `name_of` and `within` rows are made only for a policy whose rules read them (a row per id otherwise)
-        self._uses_names = reads(self.program.rules, "name_of", self.program.facts)
-        self._uses_within = reads(self.program.rules, "within", self.program.facts)
         self.backend_name = backend
         self.backend: Backend = make_backend(backend, self.program)
         self._plans: FastDecisions[Any] | None = self.backend if isinstance(self.backend, FastDecisions) else None
-        self._facts: dict[str, set[Row]] = {}
+        self.loaded = LoadedWorld(self.program, self.backend, world if world is not None else World())
         self._operations = {op.qualified: op for op in policy.operations}
         self._by_rules = by_rule_names(policy)
         self._entities: dict[str, EntityId] = {}  # ids parsed once (valid ones only)
@@ -104,189 +91,71 @@ class Authorizer:
         self._proof_rules: Rules | None = None  # what a proof of a denial reads, made when first needed
         self.refresh()
 
-    # ---- world ---------------------------------------------------------------------
+    # ---- the world -----------------------------------------------------------------
+
+    @property
+    def world(self) -> World:
+        """The world decided in; one set in its place is loaded by :meth:`refresh`."""
+        return self.loaded.world
+
+    @world.setter
+    def world(self, world: World) -> None:
+        self.loaded.world = world
+
+    @property
+    def inventory(self) -> Inventory:
+        """What exists in the world, kept current."""
+        return self.loaded.inventory
 
     def refresh(self) -> None:
-        """Bring the backend's facts in line with a world that was changed or swapped wholesale.
-
-        This diffs every fact of the world. A single change costs what it changes through
-        :meth:`grant`, :meth:`revoke`, :meth:`add_members`, :meth:`remove_members`,
-        :meth:`add_entity` and :meth:`delete_entity` instead.
-        """
-        gc.unfreeze()  # let what the last refresh froze, and this one retracts, be collected
-        enabled = gc.isenabled()
-        gc.disable()  # ENGINES.md: millions of new objects and no cycles; collecting meanwhile is quadratic
-        try:
-            self._refresh()
-        finally:
-            if enabled:
-                gc.enable()
-        # ENGINES.md: the loaded facts are millions of long-lived objects; a full collection
-        # scans them all (0.8 s CPU at 100k grants). Move them out of the collector's sight.
-        gc.freeze()
+        """Bring the backend's facts in line with a world that was changed or swapped wholesale
+        (and follow the world's changes from now on): ``LoadedWorld.refresh``."""
+        self.loaded.refresh(following=self)
 
     def world_changed(self, world: World, kind: str, items: list[Any]) -> None:
-        """A change another writer made to the world's file, read into the world (a change
-        log's kind, with the values it changed; ``reload`` when the file was read anew): made
-        here too, incrementally where it can be."""
-        if world is not self.world:
-            return
-        if kind == "grant":
-            self._granted(items)
-        elif kind == "revoke":
-            self._revoked(items)
-        elif kind in ("member.add", "member.remove", "admin.add", "admin.remove"):
-            rows = set(items) if kind.startswith("member") else {(a,) for a in items}
-            changed: dict[str, set[Row]] = {"member_of" if kind.startswith("member") else "admin": rows}
-            if kind.endswith(".add"):
-                self._apply(changed, {})
-            else:
-                self._apply({}, changed)
-        elif kind == "entity.add":
-            for entity in items:
-                self._apply(self._placed(self.inventory.add(entity)), {})
-        else:  # entities removed, or a world read anew: every fact compared
-            self.refresh()
-
-    def _refresh(self) -> None:
-        world = self.world
-        size = len(world.entities) + len(world.grants) + len(world.members) + len(world.admins)
-        if size > WORLD_ENTRIES.value():  # refused before its facts are made: they cost the memory
-            raise LimitError(WORLD_ENTRIES.refusal("the world", size))
-        self.world.observers.add(self)
-        new = world_facts(self.world, self._named_patterns, self._uses_names, self._uses_within)
-        for relation in set(new) | set(self._facts):
-            before, after = self._facts.get(relation, set()), new.get(relation, set())
-            if before - after:
-                self.backend.remove(relation, before - after)
-            if after - before:
-                self.backend.add(relation, after - before)
-        self._facts = new
-        self._holders: dict[tuple[str, EntityId], set[str]] = {}
-        # each wildcard granted, and by how many grants (the policy's own patterns count once, always)
-        self._patterns: dict[EntityId, int] = dict.fromkeys(self._named_patterns, 1)
-        for grant in self.world.grants:
-            self._holders.setdefault((grant.action, grant.entity), set()).add(grant.principal)
-            if is_pattern(grant.entity):
-                self._patterns[grant.entity] = self._patterns.get(grant.entity, 0) + 1
-        self.inventory = Inventory(self.world.instance, self.world.entities)
-
-    def _placed(self, entities: Iterable[EntityId]) -> dict[str, set[Row]]:
-        """The hierarchy facts of these entities, and the wildcard grants they match."""
-        entities = list(entities)
-        facts = self.inventory.facts(entities)
-        facts["matches"] = match_rows(self._patterns, entities) if self._patterns else set()
-        return facts
-
-    def _pattern_rows(self, pattern: EntityId, count_only: bool = False) -> set[Row]:
-        """``matches`` rows of a wildcard against the existing entities of its type (with
-        ``count_only``, none: only the refusal of one that would cost too much)."""
-        entities = self.inventory.inside(pattern.type, None)
-        if count_only:
-            check_tries(pattern, entities)
-            return set()
-        return PatternIndex.rows_of(pattern, entities)
-
-    def _apply(self, added: Mapping[str, set[Row]], removed: Mapping[str, set[Row]]) -> None:
-        """Apply a change of base facts to the backend (and to the facts kept for refresh). A new
-        id gets its ``name_of`` row (when the policy reads them); a removed one keeps it until the
-        next refresh: a name is the id's, whoever still names it."""
-        if self._uses_names and added:
-            ids = {v for rows in added.values() for row in rows for v in row}
-            added = {**added, "name_of": name_rows(ids) | set(added.get("name_of", ()))}
-        for relation, rows in removed.items():
-            rows = rows & self._facts.get(relation, set())
-            if rows:
-                self._facts[relation] -= rows
-                self.backend.remove(relation, rows)
-        for relation, rows in added.items():
-            rows = rows - self._facts.setdefault(relation, set())
-            if rows:
-                self._facts[relation] |= rows
-                self.backend.add(relation, rows)
+        """A change another writer made to the world's file, made here too (``LoadedWorld.world_changed``)."""
+        self.loaded.world_changed(world, kind, items)
 
     # ---- changes, each applied incrementally -----------------------------------------
 
     def grant(self, actor: str, grants: Iterable[Grant]) -> list[Grant]:
         """Add grants as the authorization admin ``actor``; return those that were new."""
-        grants = list(grants)
-        for g in grants:  # a wildcard's cost is refused before the world changes
-            if isinstance(g, Grant) and is_pattern(g.entity) and g.entity not in self._patterns:
-                self._pattern_rows(g.entity, count_only=True)
-        new = self.world.grant(actor, grants)
-        self._granted(new)
-        return new
-
-    def _granted(self, new: list[Grant]) -> None:
-        if self._uses_within:  # kept once a grant names the entity: its place by its id never changes
-            self._apply({"within": within_rows({g.entity for g in new}, self.world.instance)}, {})
-        matched: set[Row] = set()
-        for g in new:
-            self._holders.setdefault((g.action, g.entity), set()).add(g.principal)
-            if is_pattern(g.entity):
-                count = self._patterns[g.entity] = self._patterns.get(g.entity, 0) + 1
-                if count == 1:
-                    matched |= self._pattern_rows(g.entity)
-        self._apply({"matches": matched, "grant": {(g.principal, g.action, str(g.entity)) for g in new}}, {})
+        return self.loaded.grant(actor, grants)
 
     def revoke(self, actor: str, grants: Iterable[Grant]) -> list[Grant]:
         """Remove grants as the authorization admin ``actor``; return those that were there."""
-        gone = self.world.revoke(actor, grants)
-        self._revoked(gone)
-        return gone
-
-    def _revoked(self, gone: list[Grant]) -> None:
-        unmatched: set[Row] = set()
-        for g in gone:
-            self._holders.get((g.action, g.entity), set()).discard(g.principal)
-            if g.entity in self._patterns:
-                self._patterns[g.entity] -= 1
-                if not self._patterns[g.entity]:
-                    del self._patterns[g.entity]
-                    unmatched |= self._pattern_rows(g.entity)
-        self._apply({}, {"grant": {(g.principal, g.action, str(g.entity)) for g in gone}, "matches": unmatched})
+        return self.loaded.revoke(actor, grants)
 
     def add_members(self, actor: str, members: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         """Put principals in groups or roles, as an authorization admin; return the new memberships."""
-        new = self.world.add_members(actor, members)
-        self._apply({"member_of": set(new)}, {})
-        return new
+        return self.loaded.add_members(actor, members)
 
     def remove_members(self, actor: str, members: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         """Take principals out of groups or roles, as an authorization admin."""
-        gone = self.world.remove_members(actor, members)
-        self._apply({}, {"member_of": set(gone)})
-        return gone
+        return self.loaded.remove_members(actor, members)
 
     def add_admins(self, actor: str, principals: Iterable[str]) -> list[str]:
         """Make principals authorization admins, as the authorization admin ``actor``; the new ones."""
-        new = self.world.add_admins(actor, principals)
-        self._apply({"admin": {(a,) for a in new}}, {})
-        return new
+        return self.loaded.add_admins(actor, principals)
 
     def remove_admins(self, actor: str, principals: Iterable[str]) -> list[str]:
         """Take principals out of the authorization admins, as the authorization admin ``actor``."""
-        gone = self.world.remove_admins(actor, principals)
-        self._apply({}, {"admin": {(a,) for a in gone}})
-        return gone
+        return self.loaded.remove_admins(actor, principals)
 
     def add_entity(self, actor: str, entity: EntityId) -> list[EntityId]:
         """Create an entity (and what encloses it) as the authorization admin ``actor``;
         return the entities that exist now and did not."""
-        self.world.add_entity(actor, entity)
-        born = self.inventory.add(entity)
-        self._apply(self._placed(born), {})
-        return born
+        return self.loaded.add_entity(actor, entity)
 
     def delete_entity(self, actor: str, entity: EntityId) -> set[EntityId]:
         """Delete an entity and everything inside it (grants are kept) as the authorization admin
         ``actor``; return what was deleted."""
-        doomed = {entity, *self.inventory.within(entity)} if self.inventory.exists(entity) else set()
-        listed = {e for e in doomed if e in self.world.entities} | ({entity} & self.world.entities)
-        self.world.forget_entities(actor, listed)
-        gone = self.inventory.remove(entity)
-        self._apply({}, self._placed(gone))
-        return doomed
+        return self.loaded.delete_entity(actor, entity)
+
+    def granted_as(self, holder: str, action: str, entity: EntityId) -> list[EntityId]:
+        """What ``holder``'s own grants of ``action`` that hold on ``entity`` name: the entity itself
+        (first) and every wildcard that matches it."""
+        return self.loaded.granted_as(holder, action, entity)
 
     # ---- requests ------------------------------------------------------------------
 
@@ -442,13 +311,13 @@ class Authorizer:
         chain = (request.entity, *request.entity.ancestors(self.world.instance))
         absent = [e for e in chain if not self.inventory.exists(e)]
         facts = self.inventory.facts(absent)
-        if self._patterns:
+        if self.loaded.patterns:
             named = [EntityId.parse(v) for _, v in request.args if ":" in v]
             named = [e for e in named if not self.inventory.exists(e)]
-            facts["matches"] = match_rows(self._patterns, [*absent, *named])
-        if self._uses_names:  # the request's ids the world does not name already
+            facts["matches"] = match_rows(self.loaded.patterns, [*absent, *named])
+        if self.loaded.uses_names:  # the request's ids the world does not name already
             ids = [request.principal, *(str(e) for e in absent), *(v for _, v in request.args)]
-            facts["name_of"] = name_rows(ids) - self._facts.get("name_of", set())
+            facts["name_of"] = name_rows(ids) - self.loaded.facts.get("name_of", set())
         return facts
 
     def _evaluate(
@@ -503,7 +372,9 @@ class Authorizer:
             _, answers = self._evaluate([request], ("allowed",))
             return bool(answers["allowed"])
         entity = request.entity
-        if self.inventory.exists(entity) and not self._patterns and not self._uses_names:  # so does what encloses it
+        loaded = self.loaded
+        exists = loaded.inventory.exists(entity)
+        if exists and not loaded.patterns and not loaded.uses_names:  # so does what encloses it
             return plan(request.principal, str(entity), dict(request.args))
         absent = self._absent(request)
         if not any(absent.values()):
@@ -554,12 +425,12 @@ class Authorizer:
         (what :meth:`_absent` would add is there already): the ``name_of`` row of its principal
         and of each id an argument names, when the policy reads names; the ``matches`` rows of
         an argument's entity, when wildcards are granted, which only an existing one has."""
-        if self._uses_names:
-            named = self._facts.get("name_of", set())
+        if self.loaded.uses_names:
+            named = self.loaded.facts.get("name_of", set())
             ids = (principal, *args.values())
             if any(":" in i and (i, i.partition(":")[2]) not in named for i in ids):
                 return False
-        if self._patterns:
+        if self.loaded.patterns:
             for value in args.values():
                 if ":" in value and not self.inventory.exists(self.entity(value)):
                     return False
@@ -680,7 +551,7 @@ class Authorizer:
     def _witness(self, request: Request, action: str, entity: EntityId, holder: str) -> Witness:
         groups: tuple[str, ...] = ()
         if holder != request.principal:
-            groups = self._membership_chain(request.principal, holder)
+            groups = self.loaded.membership_chain(request.principal, holder)
         inside: tuple[EntityId, ...] = ()
         ancestors = entity.ancestors(self.world.instance)
         if request.entity in ancestors:
@@ -688,42 +559,6 @@ class Authorizer:
         granted = self.granted_as(holder, action, entity)
         pattern = str(granted[0]) if granted and granted[0] != entity else ""
         return Witness(action, entity, holder, groups, inside, pattern)
-
-    def granted_as(self, holder: str, action: str, entity: EntityId) -> list[EntityId]:
-        """What ``holder``'s own grants of ``action`` that hold on ``entity`` name: the entity itself
-        (first) and every wildcard that matches it."""
-        named = [entity] if holder in self._holders.get((action, entity), ()) else []
-        for pattern in sorted(self._patterns):
-            if holder in self._holders.get((action, pattern), ()) and matches(pattern, entity):
-                named.append(pattern)
-        return named
-
-    def _membership_chain(self, principal: str, group: str) -> tuple[str, ...]:
-        """The shortest chain principal → ... → group through the world's memberships."""
-        previous = self._memberships(principal, until=group)
-        chain = [group]
-        while chain[-1] != principal and chain[-1] in previous:
-            chain.append(previous[chain[-1]])
-        return tuple(reversed(chain))
-
-    def _memberships(self, principal: str, until: str | None = None) -> dict[str, str]:
-        """Every group or role ``principal`` is in, directly or through others, each with the
-        member it was first reached from (breadth first, so along a shortest chain); the walk
-        stops early once ``until`` is reached. One visit a group: linear in the memberships,
-        cycles included (``in_group``, their closure, is quadratic in a deep chain)."""
-        previous: dict[str, str] = {principal: principal}
-        frontier = [principal]
-        while frontier:
-            following = []
-            for current in frontier:
-                for _, parent in sorted(self.backend.query("member_of", {0: current})):
-                    if parent not in previous:
-                        previous[parent] = current
-                        if parent == until:
-                            return previous
-                        following.append(parent)
-            frontier = following
-        return previous
 
     # ---- the policy's own deny rules ----------------------------------------------------
 
@@ -777,13 +612,13 @@ class Authorizer:
             if isinstance(change, GrantChange | RevokeChange):
                 target = added if isinstance(change, GrantChange) else removed
                 target.setdefault("grant", set()).add((change.principal, change.action, str(change.entity)))
-                if isinstance(change, GrantChange) and self._uses_within:
+                if isinstance(change, GrantChange) and self.loaded.uses_within:
                     added.setdefault("within", set()).update(within_rows({change.entity}, self.world.instance))
             else:
                 target = added if isinstance(change, MembershipChange) else removed
                 target.setdefault("member_of", set()).add((change.principal, change.group))
-        added = {r: rows - self._facts.get(r, set()) for r, rows in added.items()}
-        removed = {r: rows & self._facts.get(r, set()) for r, rows in removed.items()}
+        added = {r: rows - self.loaded.facts.get(r, set()) for r, rows in added.items()}
+        removed = {r: rows & self.loaded.facts.get(r, set()) for r, rows in removed.items()}
         for relation, rows in removed.items():
             if rows:
                 self.backend.remove(relation, rows)
@@ -832,7 +667,7 @@ class Authorizer:
         """
         _, requirement = self.program.requirements[outcome.id]
         who = request.principal
-        mine = self._memberships(who)  # the groups (and who itself), from the backend's member_of
+        mine = self.loaded.memberships(who)  # the groups (and who itself), from the backend's member_of
         ways: list[frozenset[Change]] = []
         for option in requirement.options:
             for target in option.targets:
@@ -845,7 +680,7 @@ class Authorizer:
                         ways.append(frozenset({GrantChange(who, action, entity)}))
                         if exhaustive:
                             continue
-                        for holder in sorted(self._holders.get((action, entity), ())):
+                        for holder in sorted(self.loaded.holders.get((action, entity), ())):
                             if holder != who and holder not in mine and holder.split(":")[0] in ("group", "role"):
                                 ways.append(frozenset({MembershipChange(who, holder)}))
         return ways
@@ -931,7 +766,7 @@ class Authorizer:
             return []
         who = self.request(principal, op.qualified, candidates[0]).principal
         plan = self._decider(op.qualified)
-        if plan is None or self._patterns or self._uses_names:  # the request's own facts first (decide)
+        if plan is None or self.loaded.patterns or self.loaded.uses_names:  # the request's own facts first (decide)
             return [e for e in candidates if self.decide(Request(who, op.qualified, e))]
         names = self.inventory.inside_names(entity_type, parent)
         return [e for e, name in zip(candidates, names, strict=True) if plan(who, name, _NO_ARGS)]

@@ -122,11 +122,11 @@ MUTANTS: dict[str, Mutant] = {
         ["test_a_create_places_its_entity_first"],
     ),
     "decide-names": (
-        AUTH, "and not self._patterns and not self._uses_names:", "and not self._patterns:", [("Authorizer", "decide")],
+        AUTH, "and not loaded.patterns and not loaded.uses_names:", "and not loaded.patterns:", [("Authorizer", "decide")],
         ["test_names_of_a_principal_the_world_does_not_name"],
     ),
     "decide-patterns": (
-        AUTH, "and not self._patterns and not self._uses_names:", "and not self._uses_names:",
+        AUTH, "and not loaded.patterns and not loaded.uses_names:", "and not loaded.uses_names:",
         [("Authorizer", "decide")], ["test_a_wildcard_matching_an_argument_that_does_not_exist"],
     ),
 }

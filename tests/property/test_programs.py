@@ -129,7 +129,7 @@ def _oracle_rows(authz: Authorizer, ids: Mapping[str, Any]) -> dict[str, set[Row
     """What clingo derives from the policy's rules (the prelude's, its own, its `by` options) over
     the facts the authorizer gave its backend and the requests asserted."""
     facts: dict[str, set[Row]] = {k: set(v) for k, v in table_facts(authz.policy)[0].items()}
-    for name, rows in authz._facts.items():
+    for name, rows in authz.loaded.facts.items():
         facts.setdefault(name, set()).update(rows)
     for rid, request in ids.items():
         for name, rows in authz._request_facts(rid, request).items():
