@@ -77,7 +77,7 @@ def justify(authorizer: Authorizer, requests: Iterable[Request], batch: int = BA
 def _evaluate(authorizer: Authorizer, requests: list[Request]) -> Iterator[Justified]:
     if not requests:
         return
-    ids, answers = authorizer._evaluate(requests, RELATIONS)
+    ids, answers = authorizer.deciding.evaluate(requests, RELATIONS)
     by_request: dict[str, dict[str, list[Row]]] = {rid: {} for rid in ids}
     for relation, rows in answers.items():
         for row in rows:

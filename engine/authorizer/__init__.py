@@ -10,24 +10,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
-from types import MappingProxyType
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from privilog.dsl.check import ancestor_types
 from privilog.dsl.errors import article, did_you_mean
 from privilog.dsl.format import format_alternatives
 from privilog.dsl.ir import Operation, Policy, Requirement, Scope, Verb
+from privilog.engine.authorizer.deciding import NO_ARGUMENTS, Deciding
 from privilog.engine.authorizer.loaded import LoadedWorld
-from privilog.engine.authorizer.requests import (
-    FALSE_WORDS,
-    ID_CACHE,
-    TRUE_WORDS,
-    RequestError,
-    Requests,
-    check_hierarchy,
-)
-from privilog.engine.backends import Backend, Decider, FastDecisions, make_backend
+from privilog.engine.authorizer.requests import FALSE_WORDS, TRUE_WORDS, RequestError, Requests, check_hierarchy
+from privilog.engine.backends import Backend, make_backend
 from privilog.engine.decision import (
     Change,
     Decision,
@@ -41,16 +34,13 @@ from privilog.engine.decision import (
     Witness,
 )
 from privilog.engine.denial import Changes, Rules, denials, deny_rules, premise_changes, taking_away
-from privilog.engine.facts import name_rows, within_rows
+from privilog.engine.facts import within_rows
 from privilog.engine.ids import EntityId
 from privilog.engine.inventory import Inventory
-from privilog.engine.patterns import match_rows
-from privilog.engine.program import Program, Row, by_rule_names, compile_policy
+from privilog.engine.program import Program, Row, compile_policy
 from privilog.engine.world import Grant, World
 
 MAX_FIXES = 8
-_NO_ARGS: Mapping[str, str] = MappingProxyType({})
-
 
 __all__ = ["FALSE_WORDS", "TRUE_WORDS", "Authorizer", "RequestError", "check_hierarchy"]
 
@@ -64,13 +54,9 @@ class Authorizer:
         self.program: Program = compile_policy(policy)
         self.backend_name = backend
         self.backend: Backend = make_backend(backend, self.program)
-        self._plans: FastDecisions[Any] | None = self.backend if isinstance(self.backend, FastDecisions) else None
         self.loaded = LoadedWorld(self.program, self.backend, world if world is not None else World())
         self.requests = Requests(policy, self.loaded)
-        self._by_rules = by_rule_names(policy)
-        self._counter = itertools.count()
-        self._deciders: dict[str, Decider | None] = {}
-        self._arguments: dict[tuple[object, ...], Mapping[str, str]] = {}  # checked arguments, by what was given
+        self.deciding = Deciding(policy, self.backend, self.loaded, self.requests)
         self._denying = deny_rules(self.program)  # the policy's own `denied` rules (most policies: none)
         self._proof_rules: Rules | None = None  # what a proof of a denial reads, made when first needed
         self.refresh()
@@ -161,109 +147,16 @@ class Authorizer:
         """Validate a request; raise RequestError with what is wrong and what is expected."""
         return self.requests.request(principal, operation, entity, args)
 
-    # ---- evaluation ----------------------------------------------------------------
+    # ---- deciding ------------------------------------------------------------------
 
-    def _request_facts(self, rid: str, request: Request) -> dict[str, set[Row]]:
-        facts: dict[str, set[Row]] = {
-            "request": {(rid, request.principal, request.operation, str(request.entity))},
-            "request_arg": {(rid, k, v) for k, v in request.args},
-        }
-        facts.update(self._absent(request))
-        return facts
-
-    def _absent(self, request: Request) -> dict[str, set[Row]]:
-        """The facts of the entities a request names that do not exist, for its evaluation only.
-
-        A request may name an entity that does not exist yet (create): its place in the
-        hierarchy comes from its id. It, and an entity an argument names, match the
-        wildcard grants their ids match.
-        """
-        chain = (request.entity, *request.entity.ancestors(self.world.instance))
-        absent = [e for e in chain if not self.inventory.exists(e)]
-        facts = self.inventory.facts(absent)
-        if self.loaded.patterns:
-            named = [EntityId.parse(v) for _, v in request.args if ":" in v]
-            named = [e for e in named if not self.inventory.exists(e)]
-            facts["matches"] = match_rows(self.loaded.patterns, [*absent, *named])
-        if self.loaded.uses_names:  # the request's ids the world does not name already
-            ids = [request.principal, *(str(e) for e in absent), *(v for _, v in request.args)]
-            facts["name_of"] = name_rows(ids) - self.loaded.facts.get("name_of", set())
-        return facts
-
-    def _evaluate(
-        self,
-        requests: list[Request],
-        relations: tuple[str, ...] = ("allowed", "applies", "met", "covered", "lacking", "bypass"),
-    ) -> tuple[dict[str, Request], dict[str, set[Row]]]:
-        """Assert the requests, read back every relation the decisions need (and the policy's
-        `by` rules), retract."""
-        relations = (*relations, *self._by_rules)
-        answers: dict[str, set[Row]] = {}
-        with self.asserted(requests) as ids:
-            for relation in relations:
-                if len(ids) == 1:
-                    answers[relation] = self.backend.query(relation, {0: next(iter(ids))})
-                else:
-                    answers[relation] = {r for r in self.backend.query(relation) if r[0] in ids}
-        return ids, answers
-
-    @contextmanager
-    def asserted(self, requests: list[Request]) -> Iterator[dict[str, Request]]:
-        """The requests' facts in the backend while the block runs (by request id), retracted after.
-
-        Inside, ``backend.query`` answers the request-derived relations for them (``privilog test
-        --coverage`` asks which rules derive anything this way).
-        """
-        ids = {f"r{next(self._counter)}": r for r in requests}
-        added: dict[str, set[Row]] = {}
-        for rid, request in ids.items():
-            for relation, rows in self._request_facts(rid, request).items():
-                added.setdefault(relation, set()).update(rows)
-        for relation, rows in added.items():
-            self.backend.add(relation, rows)
-        try:
-            yield ids
-        finally:
-            for relation, rows in added.items():
-                self.backend.remove(relation, rows)
-
-    def _decider(self, operation: str) -> Decider | None:
-        """The backend's decision plan for ``operation``, if it compiles one."""
-        try:
-            return self._deciders[operation]
-        except KeyError:
-            found = self._deciders[operation] = self._plans.decider(operation) if self._plans is not None else None
-            return found
+    def asserted(self, requests: list[Request]) -> AbstractContextManager[dict[str, Request]]:
+        """The requests' facts in the backend while the block runs (by request id), retracted after
+        (``Deciding.asserted``)."""
+        return self.deciding.asserted(requests)
 
     def decide(self, request: Request) -> bool:
         """Allow (True) or deny, without building the proof or the unmet requirements."""
-        plan = self._decider(request.operation)
-        if plan is None:
-            _, answers = self._evaluate([request], ("allowed",))
-            return bool(answers["allowed"])
-        entity = request.entity
-        loaded = self.loaded
-        exists = loaded.inventory.exists(entity)
-        if exists and not loaded.patterns and not loaded.uses_names:  # so does what encloses it
-            return plan(request.principal, str(entity), dict(request.args))
-        absent = self._absent(request)
-        if not any(absent.values()):
-            return plan(request.principal, str(entity), dict(request.args))
-        if self._plans is not None:  # a create: the entity's place, for this decision only
-            changes = self._plans.assume(absent)
-            try:
-                return plan(request.principal, str(entity), dict(request.args))
-            finally:
-                self._plans.retract(changes)
-        for relation, rows in absent.items():
-            if rows:
-                self.backend.add(relation, rows)
-        try:
-            return plan(request.principal, str(entity), dict(request.args))
-        finally:
-            for relation, rows in absent.items():
-                if rows:
-                    self.backend.remove(relation, rows)
+        return self.deciding.decide(request)
 
     def allows(
         self, principal: str, operation: str, entity: str | EntityId, args: Mapping[str, object] | None = None
@@ -272,59 +165,11 @@ class Authorizer:
 
         Raises RequestError for a request that is not well formed (never an allow).
         """
-        if (
-            isinstance(principal, str)
-            and isinstance(operation, str)
-            and isinstance(entity, str)
-            and principal in self.requests.principals
-        ):
-            # the common case, without building a Request: a principal and an entity seen
-            # (and checked) before, on an existing entity of the operation's type
-            op = self.requests.operations.get(operation)
-            known = self.requests.entities.get(entity)
-            if op is not None and known is not None and known.type == op.entity_type and self.inventory.exists(known):
-                plan = self._decider(operation)
-                if plan is not None:
-                    given = self._checked_args(op, known, entity, args) if args else _NO_ARGS
-                    if given is not None and self._in_place(principal, given):
-                        return plan(principal, entity, given)
-        return self.decide(self.request(principal, operation, entity, args))
-
-    def _in_place(self, principal: str, args: Mapping[str, str]) -> bool:
-        """Whether a request on an existing entity needs no facts of its own for its decision
-        (what :meth:`_absent` would add is there already): the ``name_of`` row of its principal
-        and of each id an argument names, when the policy reads names; the ``matches`` rows of
-        an argument's entity, when wildcards are granted, which only an existing one has."""
-        if self.loaded.uses_names:
-            named = self.loaded.facts.get("name_of", set())
-            ids = (principal, *args.values())
-            if any(":" in i and (i, i.partition(":")[2]) not in named for i in ids):
-                return False
-        if self.loaded.patterns:
-            for value in args.values():
-                if ":" in value and not self.inventory.exists(self.entity(value)):
-                    return False
-        return True
-
-    def _checked_args(
-        self, op: Operation, target: EntityId, entity: str, args: Mapping[str, object]
-    ) -> Mapping[str, str] | None:
-        """A request's arguments checked (as :meth:`request` does) and kept for the next time the
-        same ones come; None when they cannot be kept (a value that is not hashable)."""
-        try:
-            key = (op.qualified, entity, tuple(args.items()))
-            found = self._arguments.get(key)
-        except TypeError:
-            return None
-        if found is None:
-            if len(self._arguments) >= ID_CACHE:  # bounded, as the id caches
-                self._arguments.clear()
-            found = self._arguments[key] = MappingProxyType(dict(self.requests.arguments(op, args, target)))
-        return found
+        return self.deciding.allows(principal, operation, entity, args)
 
     def check(self, request: Request) -> Decision:
         """Decide one request, with its proof or its unmet requirements and the fixes."""
-        ids, answers = self._evaluate([request])
+        ids, answers = self.deciding.evaluate([request])
         (rid,) = ids
         return self._decision(rid, request, answers)
 
@@ -341,7 +186,7 @@ class Authorizer:
         shared = [r for r in requests if self.inventory.exists(r.entity)]
         decided: dict[int, Decision] = {}
         if shared:
-            ids, answers = self._evaluate(shared)
+            ids, answers = self.deciding.evaluate(shared)
             by_request: dict[str, dict[str, set[Row]]] = {rid: {} for rid in ids}
             for relation, rows in answers.items():
                 for row in rows:
@@ -465,7 +310,7 @@ class Authorizer:
         """Decide a request with ``changes`` made in the backend for the moment: allowed, and what
         may be changed next."""
         with self._tentatively(changes):
-            ids, answers = self._evaluate([request])
+            ids, answers = self.deciding.evaluate([request])
             (rid,) = ids
             decision = self._decision(rid, request, answers, explain_denials=False)
             if decision.allowed:
@@ -635,11 +480,11 @@ class Authorizer:
         if not candidates:
             return []
         who = self.request(principal, op.qualified, candidates[0]).principal
-        plan = self._decider(op.qualified)
+        plan = self.deciding.plan(op.qualified)
         if plan is None or self.loaded.patterns or self.loaded.uses_names:  # the request's own facts first (decide)
             return [e for e in candidates if self.decide(Request(who, op.qualified, e))]
         names = self.inventory.inside_names(entity_type, parent)
-        return [e for e, name in zip(candidates, names, strict=True) if plan(who, name, _NO_ARGS)]
+        return [e for e, name in zip(candidates, names, strict=True) if plan(who, name, NO_ARGUMENTS)]
 
     def visible(self, principal: str, entity_type: str, within: str | EntityId | None = None) -> list[Visible]:
         """The existing entities of a type (inside ``within``) that ``principal`` sees, with why."""

@@ -132,7 +132,7 @@ def _oracle_rows(authz: Authorizer, ids: Mapping[str, Any]) -> dict[str, set[Row
     for name, rows in authz.loaded.facts.items():
         facts.setdefault(name, set()).update(rows)
     for rid, request in ids.items():
-        for name, rows in authz._request_facts(rid, request).items():
+        for name, rows in authz.deciding.request_facts(rid, request).items():
             facts.setdefault(name, set()).update(rows)
     return clingo_oracle.solve([*authz.policy.rules, *by_rules(authz.policy)], facts)
 
