@@ -15,8 +15,8 @@ from typing import Any
 
 from privilog.dsl.check import ancestor_types
 from privilog.dsl.errors import article, did_you_mean
-from privilog.dsl.format import format_alternatives
-from privilog.dsl.ir import Operation, Policy, Requirement, Scope, Verb
+from privilog.dsl.ir import Operation, Policy, Scope, Verb
+from privilog.engine.authorizer.answers import Answers
 from privilog.engine.authorizer.deciding import NO_ARGUMENTS, Deciding
 from privilog.engine.authorizer.loaded import LoadedWorld
 from privilog.engine.authorizer.requests import FALSE_WORDS, TRUE_WORDS, RequestError, Requests, check_hierarchy
@@ -31,7 +31,6 @@ from privilog.engine.decision import (
     Request,
     RevokeChange,
     Visible,
-    Witness,
 )
 from privilog.engine.denial import Changes, Rules, denials, deny_rules, premise_changes, taking_away
 from privilog.engine.facts import within_rows
@@ -57,6 +56,7 @@ class Authorizer:
         self.loaded = LoadedWorld(self.program, self.backend, world if world is not None else World())
         self.requests = Requests(policy, self.loaded)
         self.deciding = Deciding(policy, self.backend, self.loaded, self.requests)
+        self.answers = Answers(policy, self.requests, self.loaded)
         self._denying = deny_rules(self.program)  # the policy's own `denied` rules (most policies: none)
         self._proof_rules: Rules | None = None  # what a proof of a denial reads, made when first needed
         self.refresh()
@@ -169,9 +169,9 @@ class Authorizer:
 
     def check(self, request: Request) -> Decision:
         """Decide one request, with its proof or its unmet requirements and the fixes."""
-        ids, answers = self.deciding.evaluate([request])
+        ids, rows = self.deciding.evaluate([request])
         (rid,) = ids
-        return self._decision(rid, request, answers)
+        return self._decision(rid, request, rows)
 
     def check_many(self, requests: list[Request], explain_denials: bool = True) -> list[Decision]:
         """Decide several requests; those on existing entities in one evaluation.
@@ -186,28 +186,20 @@ class Authorizer:
         shared = [r for r in requests if self.inventory.exists(r.entity)]
         decided: dict[int, Decision] = {}
         if shared:
-            ids, answers = self.deciding.evaluate(shared)
+            ids, rows = self.deciding.evaluate(shared)
             by_request: dict[str, dict[str, set[Row]]] = {rid: {} for rid in ids}
-            for relation, rows in answers.items():
-                for row in rows:
+            for relation, found in rows.items():
+                for row in found:
                     by_request[row[0]].setdefault(relation, set()).add(row)
             for rid, request in ids.items():
                 decided[id(request)] = self._decision(rid, request, by_request[rid], explain_denials)
         return [decided[id(r)] if id(r) in decided else self.check(r) for r in requests]
 
     def _decision(
-        self, rid: str, request: Request, answers: Mapping[str, set[Row]], explain_denials: bool = True
+        self, rid: str, request: Request, rows: Mapping[str, set[Row]], explain_denials: bool = True
     ) -> Decision:
-        op = self.operation(request.operation)
-        allowed = any(r[0] == rid for r in answers.get("allowed", ()))
-        applies = {r[1] for r in answers.get("applies", ()) if r[0] == rid}
-        outcomes = []
-        for number, requirement in enumerate(op.requirements, start=1):
-            iid = f"{op.qualified}#{number}"
-            outcomes.append(self._outcome(rid, iid, request, requirement, iid in applies, answers))
-        bypassed = tuple(sorted({r[1] for r in answers.get("bypass", ()) if r[0] == rid})) if allowed else ()
-        decision = Decision(request, allowed, tuple(outcomes), self.policy.name, bypassed=bypassed)
-        if allowed or not explain_denials:
+        decision = self.answers.decision(rid, request, rows)
+        if decision.allowed or not explain_denials:
             return decision
         denied_by = self.denials(request)
         return Decision(
@@ -219,61 +211,6 @@ class Authorizer:
             remaining=self._remaining(request, decision.unmet),
             denied_by=denied_by,
         )
-
-    def _outcome(
-        self,
-        rid: str,
-        iid: str,
-        request: Request,
-        requirement: Requirement,
-        applies: bool,
-        answers: Mapping[str, set[Row]],
-    ) -> Outcome:
-        witnesses = sorted(
-            self._witness(request, action, EntityId.parse(entity), via)
-            for (r, i, action, entity, via) in answers.get("met", ())
-            if r == rid and i == iid
-        )
-        covered = sorted(EntityId.parse(r[2]) for r in answers.get("covered", ()) if r[0] == rid and r[1] == iid)
-        lacking = sorted(EntityId.parse(r[2]) for r in answers.get("lacking", ()) if r[0] == rid and r[1] == iid)
-        has_every = any(t.every for o in requirement.options for t in o.targets)
-        by = tuple(
-            t.param
-            for o in requirement.options
-            for t in o.targets
-            if t.scope is Scope.RULE and any(r[0] == rid for r in answers.get(t.param, ()))
-        )
-        met = bool(witnesses) or (has_every and not lacking) or bool(by)
-        missing = tuple(
-            t.param
-            for o in requirement.options
-            for t in o.targets
-            if t.scope is Scope.ARGUMENT and request.arg(t.param) is None
-        )
-        return Outcome(
-            id=iid,
-            text=format_alternatives(requirement.options),
-            applies=applies,
-            met=met,
-            witnesses=tuple(witnesses),
-            covered=tuple(covered),
-            lacking=tuple(lacking),
-            missing_arguments=tuple(dict.fromkeys(missing)),
-            condition=str(requirement.condition) if requirement.condition else "",
-            by=by,
-        )
-
-    def _witness(self, request: Request, action: str, entity: EntityId, holder: str) -> Witness:
-        groups: tuple[str, ...] = ()
-        if holder != request.principal:
-            groups = self.loaded.membership_chain(request.principal, holder)
-        inside: tuple[EntityId, ...] = ()
-        ancestors = entity.ancestors(self.world.instance)
-        if request.entity in ancestors:
-            inside = tuple([entity, *ancestors[: ancestors.index(request.entity) + 1]])
-        granted = self.granted_as(holder, action, entity)
-        pattern = str(granted[0]) if granted and granted[0] != entity else ""
-        return Witness(action, entity, holder, groups, inside, pattern)
 
     # ---- the policy's own deny rules ----------------------------------------------------
 
@@ -312,7 +249,7 @@ class Authorizer:
         with self._tentatively(changes):
             ids, answers = self.deciding.evaluate([request])
             (rid,) = ids
-            decision = self._decision(rid, request, answers, explain_denials=False)
+            decision = self.answers.decision(rid, request, answers)
             if decision.allowed:
                 return True, []
             return False, self._next_steps(request, self.denials(request), decision.unmet)
