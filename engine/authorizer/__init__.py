@@ -3,7 +3,19 @@
 The authorizer turns a request into facts, lets the backend evaluate the
 policy's rules, and reads the derived relations back into a
 :class:`~engine.decision.Decision`. All of the policy's meaning is in the
-rules; this module only validates input, asks, and assembles answers.
+rules; this package only validates input, asks, and assembles answers.
+
+:class:`Authorizer` composes one object per part, each in its own module, and
+hands each question to the part that answers it:
+
+* ``loaded``: the world's facts in the backend, kept in step with each change;
+* ``requests``: requests read from text and checked (``RequestError``);
+* ``deciding``: requests asserted and their relations read back; allow or deny
+  by a decision plan where the backend has one;
+* ``answers``: the derived rows read into a decision, with its witnesses;
+* ``fixing``: a denial explained, the policy's own deny rules and the changes
+  that would allow it;
+* ``listing``: what a principal sees of a type.
 """
 
 from __future__ import annotations
@@ -12,12 +24,11 @@ from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
-from privilog.dsl.check import ancestor_types
-from privilog.dsl.errors import article, did_you_mean
-from privilog.dsl.ir import Operation, Policy, Verb
+from privilog.dsl.ir import Operation, Policy
 from privilog.engine.authorizer.answers import Answers
-from privilog.engine.authorizer.deciding import NO_ARGUMENTS, Deciding
+from privilog.engine.authorizer.deciding import Deciding
 from privilog.engine.authorizer.fixing import Fixing
+from privilog.engine.authorizer.listing import Listing
 from privilog.engine.authorizer.loaded import LoadedWorld
 from privilog.engine.authorizer.requests import FALSE_WORDS, TRUE_WORDS, RequestError, Requests, check_hierarchy
 from privilog.engine.backends import Backend, make_backend
@@ -44,6 +55,7 @@ class Authorizer:
         self.deciding = Deciding(policy, self.backend, self.loaded, self.requests)
         self.answers = Answers(policy, self.requests, self.loaded)
         self.fixing = Fixing(policy, self.program, self.backend, self.loaded, self.deciding, self.answers)
+        self.listing = Listing(policy, self.loaded, self.requests, self.deciding)
         self.refresh()
 
     # ---- the world -----------------------------------------------------------------
@@ -201,17 +213,11 @@ class Authorizer:
 
     def list_operation(self, entity_type: str) -> Operation:
         """The operation that lists entities of a type (the one the policy marks `shows`)."""
-        if self.policy.entity_type(entity_type) is None:
-            types = [t.name for t in self.policy.entity_types]
-            hint = did_you_mean(entity_type, types) or "types are " + ", ".join(types)
-            raise RequestError(f"unknown entity type `{entity_type}`: {hint}")
-        for op in self.policy.operations:
-            if op.entity_type == entity_type and op.verb is Verb.SHOWS:
-                return op
-        raise RequestError(f"policy {self.policy.name} has no listing (`shows`) operation for {entity_type}")
+        return self.listing.list_operation(entity_type)
 
     def listable_types(self) -> list[str]:
-        return [op.entity_type for op in self.policy.operations if op.verb is Verb.SHOWS]
+        """The entity types the policy has a listing (`shows`) operation for."""
+        return self.listing.listable_types()
 
     def visible_entities(
         self, principal: str, entity_type: str, within: str | EntityId | None = None
@@ -221,19 +227,7 @@ class Authorizer:
         Decided, not explained: each candidate by the listing operation's decision plan
         (CDAP's visibility filter asks only this); :meth:`visible` adds why.
         """
-        op = self.list_operation(entity_type)
-        parent = self.entity(within) if within is not None else None
-        if parent is not None and entity_type not in _types_inside(self.policy, parent.type):
-            raise RequestError(f"{article(entity_type)} is never inside {article(parent.type)} such as `{parent}`")
-        candidates = self.inventory.inside(entity_type, parent)
-        if not candidates:
-            return []
-        who = self.request(principal, op.qualified, candidates[0]).principal
-        plan = self.deciding.plan(op.qualified)
-        if plan is None or self.loaded.patterns or self.loaded.uses_names:  # the request's own facts first (decide)
-            return [e for e in candidates if self.decide(Request(who, op.qualified, e))]
-        names = self.inventory.inside_names(entity_type, parent)
-        return [e for e, name in zip(candidates, names, strict=True) if plan(who, name, NO_ARGUMENTS)]
+        return self.listing.visible_entities(principal, entity_type, within)
 
     def visible(self, principal: str, entity_type: str, within: str | EntityId | None = None) -> list[Visible]:
         """The existing entities of a type (inside ``within``) that ``principal`` sees, with why."""
@@ -249,7 +243,3 @@ class Authorizer:
                 witnesses = [w for o in decision.outcomes for w in o.witnesses]
                 out.append(Visible(decision.request.entity, min(witnesses) if witnesses else None))
         return out
-
-
-def _types_inside(policy: Policy, type_name: str) -> set[str]:
-    return {t.name for t in policy.entity_types if type_name in ancestor_types(policy, t.name)}
