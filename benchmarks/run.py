@@ -441,7 +441,7 @@ def measure_size(
     specs = make_requests(idx, n_checks, rng)
 
     watch = Stopwatch()
-    authz._evaluate = watch.wrap("evaluate", authz._evaluate)  # type: ignore[method-assign]
+    authz.deciding.evaluate = watch.wrap("evaluate", authz.deciding.evaluate)  # type: ignore[method-assign]
     authz.backend.query = watch.wrap(  # type: ignore[method-assign]
         "query", authz.backend.query, key=lambda relation, *_: relation
     )

@@ -77,7 +77,7 @@ def justify(authorizer: Authorizer, requests: Iterable[Request], batch: int = BA
 def _evaluate(authorizer: Authorizer, requests: list[Request]) -> Iterator[Justified]:
     if not requests:
         return
-    ids, answers = authorizer._evaluate(requests, RELATIONS)
+    ids, answers = authorizer.deciding.evaluate(requests, RELATIONS)
     by_request: dict[str, dict[str, list[Row]]] = {rid: {} for rid in ids}
     for relation, rows in answers.items():
         for row in rows:
@@ -104,7 +104,7 @@ def _grants(authorizer: Authorizer, via: str, action: str, entity: str) -> list[
     """The grants behind a principal's holding an action on an entity: its grant on the entity,
     and its wildcard grants that match it."""
     held = EntityId.parse(entity)
-    if not authorizer._patterns:
+    if not authorizer.loaded.patterns:
         return [Grant(via, action, held)]
     return [Grant(via, action, named) for named in authorizer.granted_as(via, action, held)]
 

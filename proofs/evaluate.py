@@ -34,7 +34,7 @@ class ProvingAuthorizer(Authorizer):
         (it may not exist yet), so requests on different entities are asserted apart,
         lest one's entity count as a descendant for another.
         """
-        ids = [f"q{next(self._counter)}" for _ in requests]
+        ids = [self.deciding.request_id("q") for _ in requests]
         by_entity: dict[EntityId, list[tuple[str, Request]]] = {}
         for rid, request in zip(ids, requests, strict=True):
             by_entity.setdefault(request.entity, []).append((rid, request))
@@ -47,7 +47,7 @@ class ProvingAuthorizer(Authorizer):
     def _answer_batch(self, batch: list[tuple[str, Request]], relations: Sequence[str]) -> dict[str, set[Row]]:
         added: dict[str, set[Row]] = {}
         for rid, request in batch:
-            for relation, rows in self._request_facts(rid, request).items():
+            for relation, rows in self.deciding.request_facts(rid, request).items():
                 added.setdefault(relation, set()).update(rows)
         for relation, rows in added.items():
             self.backend.add(relation, rows)

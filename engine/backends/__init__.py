@@ -1,15 +1,20 @@
 """Evaluators of a compiled :class:`~engine.program.Program`.
 
 Every backend answers the same three calls; pyDatalog is the reference and
-any other backend is held to its answers by a differential test.
+any other backend is held to its answers by a differential test. A backend
+that compiles decision plans (the compiled one) says so by also answering
+:class:`FastDecisions`, which the authorizer asks with ``isinstance``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol, TypeVar, runtime_checkable
 
 from privilog.engine.program import Program, Row
+
+Decider = Callable[[str, str, Mapping[str, str]], bool]  # principal, entity, arguments -> allowed
+Assumed = TypeVar("Assumed")  # what a backend's assume made, for its retract
 
 
 class Backend(Protocol):
@@ -25,6 +30,24 @@ class Backend(Protocol):
 
     def query(self, relation: str, bound: Mapping[int, str] | None = None) -> set[Row]:
         """Every row of ``relation`` whose columns at the keys of ``bound`` hold those values."""
+
+
+@runtime_checkable
+class FastDecisions(Protocol[Assumed]):
+    """What a backend with decision plans adds to :class:`Backend`: allow or deny without the proof.
+
+    Optional: the compiled backend answers it; pyDatalog and Spark do not, and the authorizer
+    then evaluates the rules for a bare decision too.
+    """
+
+    def decider(self, operation: str) -> Decider | None:
+        """The decision plan of ``operation``, for a request whose facts are in place; None when it has none."""
+
+    def assume(self, added: Mapping[str, set[Row]]) -> Assumed:
+        """Add base facts for a moment (a create's entity, placed for one decision)."""
+
+    def retract(self, changes: Assumed) -> None:
+        """Undo what :meth:`assume` did."""
 
 
 def make_backend(name: str, program: Program) -> Backend:

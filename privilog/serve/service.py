@@ -32,6 +32,7 @@ from privilog.dsl.errors import PrivilogError
 from privilog.dsl.format import format_policy
 from privilog.dsl.ir import Policy
 from privilog.engine.authorizer import Authorizer
+from privilog.engine.backends import FastDecisions
 from privilog.engine.world import NotAnAdmin
 from privilog.store.base import Change, StoreFull, StoreUnavailable, split_token
 from privilog.store.deployment import Deployment
@@ -326,10 +327,9 @@ class Service:
         takes a tenth of a second at 100k grants; after this, collections see only what requests make)."""
         with self.deployment.lock:
             authorizer = self.deployment.authorizer
-            compile_plan = getattr(authorizer.backend, "decider", None)
-            if compile_plan is not None:
+            if isinstance(authorizer.backend, FastDecisions):
                 for op in authorizer.policy.operations:
-                    compile_plan(op.qualified)
+                    authorizer.backend.decider(op.qualified)
         gc.collect()
         gc.freeze()
 

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = "tests/engine/test_specialize_shortcuts.py"
 SPEC = "privilog.engine.compiled.specialize"
-AUTH = "privilog.engine.authorizer"
+AUTH = "privilog.engine.authorizer.deciding"
 
 Mutant = tuple[str, str, str, list[tuple[str | None, str]], list[str]]  # module, old, new, targets, killers
 
@@ -104,30 +104,30 @@ MUTANTS: dict[str, Mutant] = {
         SPEC, "return repr(t.value)", "return 'C'", [(None, "_canonical")],
         ["test_joins_kept_as_relations_of_their_own"],
     ),
-    # Authorizer: the ways to a plan
+    # the authorizer's deciding: the ways to a plan
     "allows-type-check": (
-        AUTH, "known.type == op.entity_type and ", "", [("Authorizer", "allows")],
+        AUTH, "known.type == op.entity_type and ", "", [("Deciding", "allows")],
         ["test_the_entity_type_is_checked_on_the_fast_path"],
     ),
     "allows-exists": (
-        AUTH, " and self.inventory.exists(known):", ":", [("Authorizer", "allows")],
+        AUTH, " and inventory.exists(known):", ":", [("Deciding", "allows")],
         ["test_a_create_places_its_entity_first"],
     ),
     "allows-args-key": (
         AUTH, "key = (op.qualified, entity, tuple(args.items()))", "key = (op.qualified, tuple(args.items()))",
-        [("Authorizer", "_checked_args")], ["test_arguments_checked_once_are_kept_for_their_entity_only"],
+        [("Deciding", "_checked_args")], ["test_arguments_checked_once_are_kept_for_their_entity_only"],
     ),
     "decide-absent": (
-        AUTH, "if not any(absent.values()):", "if True:", [("Authorizer", "decide")],
+        AUTH, "if not any(absent.values()):", "if True:", [("Deciding", "decide")],
         ["test_a_create_places_its_entity_first"],
     ),
     "decide-names": (
-        AUTH, "and not self._patterns and not self._uses_names:", "and not self._patterns:", [("Authorizer", "decide")],
+        AUTH, "and not loaded.patterns and not loaded.uses_names:", "and not loaded.patterns:", [("Deciding", "decide")],
         ["test_names_of_a_principal_the_world_does_not_name"],
     ),
     "decide-patterns": (
-        AUTH, "and not self._patterns and not self._uses_names:", "and not self._uses_names:",
-        [("Authorizer", "decide")], ["test_a_wildcard_matching_an_argument_that_does_not_exist"],
+        AUTH, "and not loaded.patterns and not loaded.uses_names:", "and not loaded.uses_names:",
+        [("Deciding", "decide")], ["test_a_wildcard_matching_an_argument_that_does_not_exist"],
     ),
 }
 

@@ -125,7 +125,7 @@ def test_names_are_made_only_for_a_policy_that_reads_them() -> None:
     policy = dsl.parse_policy(OWN_PRINCIPAL, "own_principal.policy")
     world = {"grants": [["user:bob", "ADMIN", "namespace:new"]], "admins": ["user:root"]}
     reads = Authorizer(policy, load_world_for(policy, world))
-    assert ("user:bob", "bob") in reads._facts["name_of"]
+    assert ("user:bob", "bob") in reads.loaded.facts["name_of"]
     reads.add_members("user:root", [("user:eve", "group:ops")])  # a change names new ids: their names too
-    assert {("user:eve", "eve"), ("group:ops", "ops")} <= reads._facts["name_of"]
-    assert not load("compiled")._facts.get("name_of")
+    assert {("user:eve", "eve"), ("group:ops", "ops")} <= reads.loaded.facts["name_of"]
+    assert not load("compiled").loaded.facts.get("name_of")

@@ -156,12 +156,12 @@ def test_changes_keep_the_matches_as_a_fresh_load_has_them() -> None:
     authz.add_entity("user:root", EntityId.parse("dataset:ns3.y"))
     assert authz.check(authz.request("user:erin", "dataset.read", "dataset:ns3.y")).allowed
     authz.delete_entity("user:root", EntityId.parse("dataset:ns3.y"))
-    kept = {relation: set(rows) for relation, rows in authz._facts.items()}
+    kept = {relation: set(rows) for relation, rows in authz.loaded.facts.items()}
     fresh = load("compiled", authz.world.to_data())
-    assert kept == fresh._facts
+    assert kept == fresh.loaded.facts
     authz.revoke("user:root", [Grant("user:erin", "READ", parse_pattern("dataset:ns3.*"))])
     assert not authz.check(authz.request(*check)).allowed
-    assert not any("dataset:ns3.*" in row for row in authz._facts["matches"])
+    assert not any("dataset:ns3.*" in row for row in authz.loaded.facts["matches"])
 
 
 def test_least_privilege_counts_the_wildcard_grant_as_used() -> None:

@@ -129,10 +129,10 @@ def _oracle_rows(authz: Authorizer, ids: Mapping[str, Any]) -> dict[str, set[Row
     """What clingo derives from the policy's rules (the prelude's, its own, its `by` options) over
     the facts the authorizer gave its backend and the requests asserted."""
     facts: dict[str, set[Row]] = {k: set(v) for k, v in table_facts(authz.policy)[0].items()}
-    for name, rows in authz._facts.items():
+    for name, rows in authz.loaded.facts.items():
         facts.setdefault(name, set()).update(rows)
     for rid, request in ids.items():
-        for name, rows in authz._request_facts(rid, request).items():
+        for name, rows in authz.deciding.request_facts(rid, request).items():
             facts.setdefault(name, set()).update(rows)
     return clingo_oracle.solve([*authz.policy.rules, *by_rules(authz.policy)], facts)
 
