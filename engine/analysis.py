@@ -1,6 +1,6 @@
 """One analysis of a compiled program, shared by every backend that compiles it.
 
-Relations are sorted by what they depend on (DESIGN.md, "Compiling the program"):
+Relations are sorted by what they depend on:
 
 * **base**: the world's facts (``grant``, ``member_of``, ``child_of``, ``is_a``, ``admin``);
 * **static**: the policy's own facts (``operation``, ``requires``, ``guard``, facts a

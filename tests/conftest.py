@@ -46,7 +46,7 @@ DRIVER_MEMORY = "6g"
 def spark() -> Iterator["SparkSession"]:
     """A SparkSession for one test module, in a JVM started for it and ended after it.
 
-    A SparkSession takes seconds to start (ENGINES.md), so the tests of a module share one, made with few
+    A SparkSession takes seconds to start, so the tests of a module share one, made with few
     shuffle partitions and the driver memory set before its JVM starts. Sharing one JVM across modules
     filled its heap: a full suite ran out of memory in the last module of pipeline runs, though each
     module passed alone, and whichever folder made the JVM first set its memory for every later one

@@ -48,13 +48,13 @@ class LoadedWorld:
         """
         gc.unfreeze()  # let what the last refresh froze, and this one retracts, be collected
         enabled = gc.isenabled()
-        gc.disable()  # ENGINES.md: millions of new objects and no cycles; collecting meanwhile is quadratic
+        gc.disable()  # measured: millions of new objects and no cycles; collecting meanwhile is quadratic
         try:
             self._refresh(following)
         finally:
             if enabled:
                 gc.enable()
-        # ENGINES.md: the loaded facts are millions of long-lived objects; a full collection
+        # measured: the loaded facts are millions of long-lived objects; a full collection
         # scans them all (0.8 s CPU at 100k grants). Move them out of the collector's sight.
         gc.freeze()
 

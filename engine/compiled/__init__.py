@@ -1,4 +1,4 @@
-"""The compiled backend (DESIGN.md, "Compiling the program"): the default engine.
+"""The compiled backend: the default engine.
 
 * ``relation``: rows with hash indexes on the columns lookups bind;
 * ``plan``: rule bodies compiled to Python functions of nested loops;

@@ -1,4 +1,4 @@
-"""The ``privilog`` command line (DESIGN.md, "The command line": a stable contract).
+"""The ``privilog`` command line (a stable contract: scripts depend on its options, output and exit codes).
 
 Exit codes: ``check`` and ``why`` exit 0 when allowed and 1 when denied;
 ``test`` exits 1 when a case fails (2 when one could not run); every command exits 2 on bad input with a

@@ -55,7 +55,7 @@ class TableError(PrivilogError):
     """A conformance table that cannot be read, with the file and the row."""
 
 
-# ---- ids (from DESIGN.md's id scheme, independently of engine.ids) ------------------------
+# ---- ids (from CDAP's id scheme, independently of engine.ids) ------------------------
 
 IN_NAMESPACE = {"artifact", "application", "dataset", "dataset_module", "dataset_type", "stream", "securekey"}
 IN_APPLICATION = {"program", "schedule"}

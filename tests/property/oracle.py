@@ -2,7 +2,7 @@
 
 The interpreter of conformance tables lives in privilog/testing/table.py (``privilog test
 --report`` uses it too): plain Python, no pyDatalog, no engine internals; entity ids are
-parsed there from DESIGN.md's id scheme, so the hierarchy is not borrowed from the engine
+parsed there from CDAP's id scheme, so the hierarchy is not borrowed from the engine
 either. This module re-exports it, with the cdap table as the default.
 
 >>> table = load_table()

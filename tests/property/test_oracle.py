@@ -87,7 +87,7 @@ PRINCIPALS = [*USERS, *GROUPS]
 NOBODY = "user:nobody"  # never in a grant or a membership
 GRANT_ACTIONS = [*ACTIONS, "ALL"]
 
-# The type of each request argument (bool or an entity type), as DESIGN.md describes them.
+# The type of each request argument (bool or an entity type), as CDAP's documents describe them.
 ARG_TYPES = {
     "artifact": "artifact",
     "new_artifact": "bool",
