@@ -151,6 +151,12 @@ class Authorizer:
         (``Deciding.asserted``)."""
         return self.deciding.asserted(requests)
 
+    def prepare(self) -> None:
+        """Every operation's decision plan made now, where the backend makes them (a server, before it
+        answers: the first check of an operation then costs what every later one does)."""
+        for op in self.policy.operations:
+            self.deciding.plan(op.qualified)
+
     def decide(self, request: Request) -> bool:
         """Allow (True) or deny, without building the proof or the unmet requirements."""
         return self.deciding.decide(request)

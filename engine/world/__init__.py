@@ -1,6 +1,6 @@
 """Worlds: the entities, grants, memberships and admins a policy is evaluated against.
 
-A world is written in YAML or JSON (DESIGN.md, "Files a user writes"), or as a folder of
+A world is written in YAML or JSON (README, "Quick start"), or as a folder of
 tables (CSV, JSON lines, Parquet). Every value is validated where it is read, and an error
 names the file, line and column of the offending value. Grants change only through an
 authorization admin. The package, in the order a world is read:
@@ -30,6 +30,7 @@ from __future__ import annotations
 from privilog.engine.world.following import save_world
 from privilog.engine.world.load import load_world
 from privilog.engine.world.located import Located, WorldReader, compose, parse_located
+from privilog.engine.world.log import WorldFile
 from privilog.engine.world.model import ALL, Grant, NotAnAdmin, World, WorldError, check_action, check_membership
 from privilog.engine.world.readers import parse_world, read_config, world_from_data
 
@@ -40,6 +41,7 @@ __all__ = [
     "NotAnAdmin",
     "World",
     "WorldError",
+    "WorldFile",
     "WorldReader",
     "check_action",
     "check_membership",

@@ -12,8 +12,7 @@ from pathlib import Path
 from privilog import dsl
 from privilog.api import load_world_for
 from privilog.dsl.files import read_policy_text
-from privilog.engine.world import load_world, save_world
-from privilog.engine.world.log import WorldFile
+from privilog.engine.world import WorldFile, load_world, save_world
 from privilog.repl.command import Line
 from privilog.repl.state import ReplError, SessionState, count, summary
 
