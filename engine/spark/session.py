@@ -24,9 +24,11 @@ import contextlib
 import os
 from collections.abc import Iterator
 from contextvars import ContextVar
+from typing import TYPE_CHECKING
 
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "4g"  # when the machine's memory cannot be read
@@ -46,6 +48,8 @@ def persist(df: DataFrame) -> DataFrame:
     lives in the executors' block stores: on a cluster, a lost executor fails the job rather than
     recomputing its part (run it again).
     """
+    from pyspark import StorageLevel
+
     kept = df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
     run = _PERSISTED.get()
     if run is not None:
@@ -87,6 +91,8 @@ def collect_garbage() -> None:
     is the server's own to run."""
     import gc
 
+    from pyspark.sql import SparkSession
+
     gc.collect()
     active = SparkSession.getActiveSession()
     if active is not None and not is_connect(active):
@@ -126,6 +132,8 @@ def connect_session(remote: str, partitions: int | None = None, app_name: str = 
     Only runtime settings cross: the driver's memory, the master, the UI and the catalog are the
     server's, set where it was started.
     """
+    from pyspark.sql import SparkSession
+
     builder = SparkSession.builder.remote(remote).appName(app_name)
     for key, value in {"spark.sql.shuffle.partitions": str(partitions or DEFAULT_PARTITIONS), **SETTINGS}.items():
         builder = builder.config(key, value)
@@ -142,6 +150,8 @@ def make_session(
     """The active session, or a new one: ``master`` (default ``local[*]``), UI and progress bar off;
     ``catalog``: static settings of the session's catalog (a warehouse and metastore, see
     privilog.pipeline.catalog), applied only to a session made here."""
+    from pyspark.sql import SparkSession
+
     active = SparkSession.getActiveSession()
     if active is not None:
         if partitions is not None:
