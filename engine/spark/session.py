@@ -24,6 +24,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from contextvars import ContextVar
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -191,4 +192,39 @@ def make_session(
         builder = builder.enableHiveSupport()
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def catalog_settings(root: Path) -> dict[str, str]:
+    """A session's static settings keeping its catalog in the folder ``root``: the tables under
+    ``root/warehouse``, the metastore (embedded Derby) in ``root/metastore_db``, Derby's log there too."""
+    return {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": str(root / "warehouse"),
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={root}",
+    }
+
+
+def start(
+    master: str | None = None,
+    driver_memory: str | None = None,
+    partitions: int | None = None,
+    remote: str | None = None,
+    warehouse: Path | None = None,
+    app_name: str = "privilog",
+) -> SparkSession:
+    """A session for evaluating a whole deployment: over Spark Connect to ``remote``, else
+    :func:`make_session`'s (``warehouse``: an absolute folder keeping its catalog, for a session made here).
+
+    Spark's own choice of what to broadcast is off: it judges a cached table by its
+    compressed size, and at 10^7 requests broadcast the decisions table it was about to
+    write (out of memory). The engine and the pipeline say what to broadcast themselves.
+    """
+    if remote is not None:
+        session = connect_session(remote, partitions, app_name=app_name)
+    else:
+        catalog = catalog_settings(warehouse) if warehouse is not None else None
+        session = make_session(master, driver_memory, partitions, app_name=app_name, catalog=catalog)
+    session.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     return session
