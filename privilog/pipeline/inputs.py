@@ -12,13 +12,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from privilog.dsl.ir import Operation, Policy
 from privilog.dsl.limits import LIST_ARGUMENT, WILDCARDS, LimitError
-from privilog.engine.authorizer import FALSE_WORDS, TRUE_WORDS, check_hierarchy
-from privilog.engine.ids import _SHAPES, DEFAULT_INSTANCE, ENTITY_TYPES, PRINCIPAL_KINDS, EntityId, parent_type
+from privilog.engine.authorizer import FALSE_WORDS, TRUE_WORDS
+from privilog.engine.ids import _SHAPES, ENTITY_TYPES, PRINCIPAL_KINDS, EntityId
 from privilog.engine.patterns import java_regex, parse_pattern, policy_patterns, wild_shape
 from privilog.engine.program import compile_policy, reads
-from privilog.pipeline.tables import SOURCE, PipelineError
+from privilog.engine.spark.ids import IdForms
+from privilog.pipeline.tables import SOURCE
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -35,28 +35,14 @@ def _java(pattern: str) -> str:
     return "^(?:" + pattern + r")\z"
 
 
-class Vocabulary:
-    """A policy's and CDAP's id scheme's checks and hierarchy, as Spark column expressions.
+class Vocabulary(IdForms):
+    """A policy's and CDAP's id scheme's checks (and, from :class:`IdForms`, its hierarchy), as Spark
+    column expressions.
 
     Each ``*_problem`` is null for a good value and otherwise the reason, worded as
     the reference engine words it (engine.ids, engine.authorizer). Validity is one
     regular expression per check, so the generated code stays small.
     """
-
-    def __init__(self, policy: Policy, instance: str = DEFAULT_INSTANCE):
-        check_hierarchy(policy)
-        self.policy = policy
-        self.instance = instance
-        self.types = [t.name for t in policy.entity_types]
-        self.operations: dict[str, Operation] = {op.qualified: op for op in policy.operations}
-        self.above: dict[str, list[str]] = {}  # each type's enclosing types, nearest first
-        for name in ENTITY_TYPES:
-            chain, current = [], parent_type(name)
-            while current is not None:
-                chain.append(current)
-                current = parent_type(current)
-            self.above[name] = chain
-        self.depth = max(len(chain) for chain in self.above.values())
 
     @staticmethod
     def _ids(types: Iterable[str], wildcards: bool = False) -> str:
@@ -64,18 +50,6 @@ class Vocabulary:
             return wild_shape(t) if wildcards else _SHAPES[t].pattern
 
         return _java("|".join(f"{t}:(?:{shape(t)})" for t in types))
-
-    @staticmethod
-    def entity_type(value: Column) -> Column:
-        from pyspark.sql import functions as F
-
-        return F.substring_index(value, ":", 1)
-
-    @staticmethod
-    def _name(value: Column) -> Column:
-        from pyspark.sql import functions as F
-
-        return F.regexp_extract(value, r"(?s)^[^:]*:(.*)$", 1)
 
     def entity_problem(self, value: Column, in_policy: bool, wildcards: bool = False) -> Column:
         """Why ``value`` is no entity id (of the policy's types, with ``in_policy``; a grant's
@@ -144,54 +118,6 @@ class Vocabulary:
             ~value.isin(*self.policy.actions, "ALL"),
             F.concat(F.lit("unknown action `"), value, F.lit(f"`: actions are {known} and ALL")),
         )
-
-    def _enclosing(self, value: Column, above: str) -> Column:
-        """The id of the entity of type ``above`` that encloses ``value``, from the id alone."""
-        from pyspark.sql import functions as F
-
-        if above == "instance":
-            return F.lit(f"instance:{self.instance}")
-        if above == "namespace":
-            return F.concat(F.lit("namespace:"), F.substring_index(self._name(value), ".", 1))
-        if above == "application":
-            return F.concat(F.lit("application:"), F.substring_index(self._name(value), ".", 2))
-        raise PipelineError(f"no id form for an enclosing `{above}`")
-
-    def enclosing(self, value: Column, kind: Column) -> Column:
-        """The id of the entity of type ``kind`` (a column) that encloses ``value``, or null."""
-        from pyspark.sql import functions as F
-
-        own = self.entity_type(value)
-        out = F.lit(None).cast("string")
-        for above in sorted({a for chain in self.above.values() for a in chain}):
-            types = [t for t, chain in self.above.items() if above in chain]
-            out = F.when((kind == above) & own.isin(*types), self._enclosing(value, above)).otherwise(out)
-        return out
-
-    def parent(self, value: Column) -> Column:
-        """The id of the entity ``value`` sits in (engine.ids.EntityId.parent), or null at the top."""
-        from pyspark.sql import functions as F
-
-        kind = self.entity_type(value)
-        out = F.lit(None).cast("string")
-        for above in {chain[0] for chain in self.above.values() if chain}:
-            types = [t for t, chain in self.above.items() if chain and chain[0] == above]
-            out = F.when(kind.isin(*types), self._enclosing(value, above)).otherwise(out)
-        return out
-
-    def chain(self, value: Column) -> Column:
-        """An array of the entity and every entity enclosing it, nearest first."""
-        from pyspark.sql import functions as F
-
-        kind = self.entity_type(value)
-        levels: list[Column] = [value]
-        for depth in range(self.depth):
-            found = F.lit(None).cast("string")
-            for above in {chain[depth] for chain in self.above.values() if len(chain) > depth}:
-                types = [t for t, chain in self.above.items() if len(chain) > depth and chain[depth] == above]
-                found = F.when(kind.isin(*types), self._enclosing(value, above)).otherwise(found)
-            levels.append(found)
-        return F.filter(F.array(*levels), lambda x: x.isNotNull())
 
 
 def _row_json(df: DataFrame, columns: Sequence[str]) -> Column:
@@ -309,7 +235,7 @@ def matches_frame(deployment: Deployment, entities: DataFrame) -> DataFrame:
     rows = [(p.type, str(p), java_regex(p)) for p in deployment.patterns]
     patterns = F.broadcast(spark.createDataFrame(rows, "type string, pattern string, regex string"))
     kind = deployment.vocabulary.entity_type(F.col("entity"))
-    named = entities.select("entity", kind.alias("type"), deployment.vocabulary._name(F.col("entity")).alias("name"))
+    named = entities.select("entity", kind.alias("type"), deployment.vocabulary.name(F.col("entity")).alias("name"))
     found = named.join(patterns, on="type").where(F.expr("name rlike regex"))
     return found.select(F.xxhash64("entity").alias("c0"), F.xxhash64("pattern").alias("c1")).transform(persist)
 
