@@ -22,7 +22,7 @@ from privilog.engine.world import read_config
 from privilog.pipeline.catalog import CatalogRun, is_table, read_input, require_catalog, table_name
 from privilog.pipeline.console import Heartbeat, quiet_jvm
 from privilog.pipeline.inputs import (
-    Deployment,
+    CheckedDeployment,
     Requests,
     Vocabulary,
     check_requests,
@@ -256,7 +256,9 @@ def check_catalog_use(args: argparse.Namespace, remote: str | None) -> None:
         require_catalog(remote, args.warehouse)
 
 
-def load_world(context: Context, vocabulary: Vocabulary, args: argparse.Namespace, report: bool = True) -> Deployment:
+def load_world(
+    context: Context, vocabulary: Vocabulary, args: argparse.Namespace, report: bool = True
+) -> CheckedDeployment:
     """The deployment's tables, checked; ``report`` adds its bad rows to the run's rejects."""
     entities = context.table(args.entities, "entities")
     grants = context.table(args.grants, "grants")
@@ -269,7 +271,9 @@ def load_world(context: Context, vocabulary: Vocabulary, args: argparse.Namespac
     return deployment
 
 
-def load_inputs(context: Context, vocabulary: Vocabulary, args: argparse.Namespace) -> tuple[Deployment, Requests]:
+def load_inputs(
+    context: Context, vocabulary: Vocabulary, args: argparse.Namespace
+) -> tuple[CheckedDeployment, Requests]:
     """The deployment and the access log of ``args``, checked; their bad rows added to the run's rejects."""
     deployment = load_world(context, vocabulary, args)
     raw = context.table(args.requests, "requests")
@@ -279,7 +283,9 @@ def load_inputs(context: Context, vocabulary: Vocabulary, args: argparse.Namespa
     return deployment, requests
 
 
-def world_counts(context: Context, deployment: Deployment, rejects: DataFrame) -> tuple[dict[str, int], dict[str, int]]:
+def world_counts(
+    context: Context, deployment: CheckedDeployment, rejects: DataFrame
+) -> tuple[dict[str, int], dict[str, int]]:
     """Rows used and rows rejected of each world table, in two jobs."""
     from pyspark.sql import functions as F
 

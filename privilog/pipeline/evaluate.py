@@ -21,7 +21,9 @@ from privilog.dsl.format import format_alternatives
 from privilog.dsl.ir import Const, Operation, Scope, Verb
 from privilog.engine.denial import DENIED_BY, denial_places
 from privilog.engine.program import Program, by_rule_names, reads
-from privilog.pipeline.inputs import Deployment, Requests, encoded
+from privilog.engine.spark.deployment import Deployment
+from privilog.engine.spark.encoding import relation_columns
+from privilog.pipeline.inputs import Requests
 from privilog.pipeline.tables import Progress
 
 if TYPE_CHECKING:
@@ -117,8 +119,8 @@ def base_relations(
     if round_.transient is not None:
         links = round_.transient
         kind = deployment.vocabulary.entity_type(F.col("entity"))
-        added["child_of"] = links.where(F.col("parent").isNotNull()).select(*encoded("entity", "parent"))
-        added["is_a"] = links.select(*encoded("entity"), F.xxhash64(kind).alias("c1"))
+        added["child_of"] = links.where(F.col("parent").isNotNull()).select(*relation_columns("entity", "parent"))
+        added["is_a"] = links.select(*relation_columns("entity"), F.xxhash64(kind).alias("c1"))
     return relations, added
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from privilog import dsl
@@ -33,7 +32,7 @@ from privilog.engine.leastprivilege import EXACT_LIMIT, EXAMPLES, Evidence, Held
 from privilog.engine.world import Grant
 from privilog.pipeline.context import Context, load_inputs, running, world_counts
 from privilog.pipeline.evaluate import decide_all
-from privilog.pipeline.inputs import Deployment, Requests, Vocabulary, encoded
+from privilog.pipeline.inputs import CheckedDeployment, Requests, Vocabulary
 from privilog.pipeline.tables import Progress
 from privilog.usage import EXIT_DENY, EXIT_OK, add_least_privilege_options
 
@@ -141,20 +140,9 @@ def _path(file: str | None) -> str:
     return (file or "?").removeprefix("file://").removeprefix("file:")
 
 
-def _holdings(deployment: Deployment) -> tuple[Held, dict[tuple[int, int, int], Grant]]:
+def _holdings(deployment: CheckedDeployment) -> tuple[Held, dict[tuple[int, int, int], Grant]]:
     """The deployment's grants (each action of ALL its own), and every principal it names; the grants by code."""
-    from pyspark.sql import functions as F
-
-    rows = (
-        deployment.grants.select(
-            "principal",
-            "action",
-            "entity",
-            *(F.xxhash64(c).alias(f"k{i}") for i, c in enumerate(("principal", "action", "entity"))),
-        )
-        .distinct()
-        .collect()
-    )
+    rows = deployment.grant_codes().collect()
     grants = {
         (r["k0"], r["k1"], r["k2"]): Grant(r["principal"], r["action"], EntityId.parse(r["entity"])) for r in rows
     }
@@ -265,7 +253,7 @@ def _evidence(
 def _verify(
     context: Context,
     engine: SparkEngine,
-    deployment: Deployment,
+    deployment: CheckedDeployment,
     requests: Requests,
     before: DataFrame,
     removals: list[Grant],
@@ -276,16 +264,8 @@ def _verify(
     context.progress(f"verifying: deciding the log again without the {len(removals):,} grants recommended")
     gone = context.spark.createDataFrame(
         [(g.principal, g.action, str(g.entity)) for g in removals], "principal string, action string, entity string"
-    ).select(*encoded("principal", "action", "entity"))
-    kept = deployment.relations["grant"].join(gone, on=["c0", "c1", "c2"], how="left_anti")
-    after = decide_all(
-        context.spark,
-        engine,
-        replace(deployment, relations={**deployment.relations, "grant": kept}),
-        requests,
-        context.progress,
-        witnesses=False,
     )
+    after = decide_all(context.spark, engine, deployment.without(gone), requests, context.progress, witnesses=False)
     denied = after.table.where(F.col("decision") == "deny").select("rid")
     changed = before.where(F.col("decision") == "allow").join(denied, on="rid", how="left_semi")
     count = changed.count()

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from privilog.engine.spark.evaluate import SparkEngine
     from pyspark.sql import DataFrame, SparkSession
 
-    from privilog.pipeline.inputs import Deployment
+    from privilog.pipeline.inputs import CheckedDeployment as Deployment
 
 pytestmark = pytest.mark.slow
 
