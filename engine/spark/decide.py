@@ -1,4 +1,4 @@
-"""The pipeline's evaluation: requests decided by the Spark engine, and visibility.
+"""Requests decided by the Spark engine, and visibility, over a deployment's tables.
 
 The tables become the base relations ``grant``, ``member_of``, ``child_of``,
 ``is_a``, ``request`` and ``request_arg``, ids encoded as 64-bit hashes (checked
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from privilog.dsl.format import format_alternatives
 from privilog.dsl.ir import Const, Operation, Scope, Verb
@@ -23,13 +23,21 @@ from privilog.engine.denial import DENIED_BY, denial_places
 from privilog.engine.program import Program, by_rule_names, reads
 from privilog.engine.spark.deployment import Deployment
 from privilog.engine.spark.encoding import relation_columns
-from privilog.pipeline.inputs import Requests
-from privilog.pipeline.tables import Progress
 
 if TYPE_CHECKING:
+    from privilog.engine.spark.evaluate import Evaluation, Progress, SparkEngine
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from privilog.engine.spark.evaluate import Evaluation, SparkEngine
+
+class Requests(Protocol):
+    """The requests to decide, checked: the good ones (rid, principal, operation, entity, and what else
+    the log holds) and their arguments (rid, name, value)."""
+
+    @property
+    def good(self) -> DataFrame: ...
+
+    @property
+    def args(self) -> DataFrame: ...
 
 
 # The relations the reference authorizer reads back (engine.authorizer.Authorizer._evaluate).
@@ -61,9 +69,8 @@ class Round:
 
 def plan_rounds(deployment: Deployment, requests: DataFrame, progress: Progress) -> Iterable[Round]:
     """Rounds in which no request sees another request's not-yet-existing entity below its own."""
-    from pyspark.sql import functions as F
-
     from privilog.engine.spark.session import persist
+    from pyspark.sql import functions as F
 
     vocabulary = deployment.vocabulary
     chains = (
@@ -137,10 +144,9 @@ def dictionary(
     ``chains`` (entity, chain: :func:`entity_chains`) has the requests' entities once each; without
     it they are read from the requests. ``code`` is the encoding (the engine's xxhash64; a test
     passes one that collides)."""
-    from pyspark.sql import functions as F
-
     from privilog.engine.spark.encoding import EncodingError
     from privilog.engine.spark.session import persist
+    from pyspark.sql import functions as F
 
     vocabulary = deployment.vocabulary
     # The policy's constants, and what a good request can hold only from the policy: its
@@ -224,9 +230,8 @@ def decisions(
     ``carry``: columns of ``requests`` that each decision carries after ``rid``, so that the caller
     need not join the decisions back to the requests (a second copy of the log, and a sort of both).
     """
-    from pyspark.sql import functions as F
-
     from privilog.engine.spark.session import persist
+    from pyspark.sql import functions as F
 
     applies = evaluation.relation("applies").select(F.col("c0").alias("rid"), F.col("c1").alias("i")).distinct()
     met = evaluation.relation("met").select(F.col("c0").alias("rid"), F.col("c1").alias("i"))
@@ -449,9 +454,8 @@ def hierarchy(deployment: Deployment, chains: DataFrame) -> dict[str, DataFrame]
     """``child_of``, ``is_a``, ``ancestor`` and ``descendant`` from the ids, in one pass, over the
     inventory and the entities the requests create (``w``: the created entity a row is about);
     ``chains``: the requests' entities with their chains (:func:`entity_chains`)."""
-    from pyspark.sql import functions as F
-
     from privilog.engine.spark.session import persist
+    from pyspark.sql import functions as F
 
     vocabulary = deployment.vocabulary
     created = (
@@ -494,8 +498,6 @@ def decide_fused(
     """Decide every good request in one pass with the fused plans (engine.spark.fused); None
     when the policy is outside what they fuse (then the caller decides in rounds). ``chains``:
     the requests' entities with their chains (:func:`entity_chains`)."""
-    from pyspark.sql import functions as F
-
     from privilog.engine.spark.encoding import xxhash64
     from privilog.engine.spark.evaluate import Evaluation
     from privilog.engine.spark.fused import (
@@ -509,6 +511,7 @@ def decide_fused(
     from privilog.engine.spark.plan import Relation, Size
     from privilog.engine.spark.session import persist
     from privilog.engine.unfold import NotCompiled
+    from pyspark.sql import functions as F
 
     reason = why_not(engine)
     if reason is not None:
@@ -732,10 +735,9 @@ def visibility(spark: SparkSession, engine: SparkEngine, deployment: Deployment,
     enclosing type). A listing that needs no grant, or that the policy's own rule may
     meet (`by NAME`), is asked for every principal and every entity of its type.
     """
-    from pyspark.sql import functions as F
-
     from privilog.engine.spark.encoding import xxhash64
     from privilog.engine.spark.session import persist
+    from pyspark.sql import functions as F
 
     listings = [op for op in engine.program.policy.operations if op.verb is Verb.SHOWS]
     deployment = deployment.with_named(deployment.existing.select("entity"))  # matches, names, within
