@@ -6,6 +6,9 @@ its own), the memberships and the settings become ``child_of``, ``is_a``, ``gran
 its type), their strings encoded by :mod:`engine.spark.encoding`; every string they
 hold is kept (``values``) for the check that no two share a code. The rows given here
 are good rows: checking them is the caller's (privilog.pipeline.inputs).
+
+The fused plans read the hierarchy as tables cut from the ids (:func:`hierarchy`), over the
+inventory and the entities the requests create.
 """
 
 from __future__ import annotations
@@ -160,3 +163,47 @@ def encode_deployment(
     deployment = Deployment(vocabulary, relations, existing, values, principals, grant_rows, patterns)
     deployment.relations["matches"] = matches_frame(deployment, existing)
     return deployment
+
+
+def entity_chains(deployment: Deployment, requests: DataFrame) -> DataFrame:
+    """Each entity the requests act on, once, with its chain (the entity and what encloses it,
+    nearest first): cut from the ids once for the encoding, the hierarchy and the new entities,
+    rather than from every request for each."""
+    from pyspark.sql import functions as F
+
+    distinct = requests.select("entity").distinct()
+    return distinct.select("entity", deployment.vocabulary.chain(F.col("entity")).alias("chain"))
+
+
+def hierarchy(deployment: Deployment, chains: DataFrame) -> dict[str, DataFrame]:
+    """``child_of``, ``is_a``, ``ancestor`` and ``descendant`` from the ids, in one pass, over the
+    inventory and the entities the requests create (``w``: the created entity a row is about);
+    ``chains``: the requests' entities with their chains (:func:`entity_chains`)."""
+    from privilog.engine.spark.session import persist
+    from pyspark.sql import functions as F
+
+    vocabulary = deployment.vocabulary
+    created = (
+        chains.select(F.explode("chain").alias("entity"))
+        .distinct()
+        .join(deployment.existing, on="entity", how="left_anti")
+    )
+    nodes = deployment.existing.select("entity", F.lit(None).cast("long").alias("w")).union(
+        created.select("entity", F.xxhash64("entity").alias("w"))
+    )
+    links = nodes.select(
+        F.xxhash64("entity").alias("c0"),
+        "w",
+        F.xxhash64(vocabulary.entity_type(F.col("entity"))).alias("type"),
+        F.transform(
+            F.slice(vocabulary.chain(F.col("entity")), 2, max(vocabulary.depth, 1)), lambda x: F.xxhash64(x)
+        ).alias("up"),
+    ).transform(persist)
+    above = links.select("c0", "w", F.explode("up").alias("c1"))
+    tables = {
+        "child_of": links.where(F.size("up") > 0).select("c0", F.element_at("up", 1).alias("c1"), "w"),
+        "is_a": links.select("c0", F.col("type").alias("c1"), "w"),
+        "ancestor": above.select("c0", "c1", "w"),
+        "descendant": above.select(F.col("c1").alias("c0"), F.col("c0").alias("c1"), "w"),
+    }
+    return {name: df.transform(persist) for name, df in tables.items()}

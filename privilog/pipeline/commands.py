@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from privilog import dsl
 from privilog.engine.ids import DEFAULT_INSTANCE
-from privilog.engine.spark.decide import ALLOWED_BY_TYPE, decide_all, visibility
+from privilog.engine.spark.decide import decide_all
+from privilog.engine.spark.decisions import ALLOWED_BY_TYPE
+from privilog.engine.spark.visibility import visibility
 from privilog.pipeline.catalog import MODES
 from privilog.pipeline.context import load_inputs, load_world, running, world_counts
 from privilog.pipeline.inputs import Vocabulary, check_requests, number_requests

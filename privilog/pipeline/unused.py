@@ -4,7 +4,7 @@ The same analysis as ``privilog unused`` (:mod:`engine.leastprivilege`), fed fro
 
 1. every request is decided by the same plans as ``decide``; then one copy of each distinct allowed
    request goes through a fused plan of its own that keeps every grant that can meet each of its
-   requirements (:func:`~privilog.engine.spark.decide.needs_of`), a row per need and grant;
+   requirements (:func:`~privilog.engine.spark.decisions.needs_of`), a row per need and grant;
 2. Spark reduces them to what the analysis reads (:class:`~privilog.engine.leastprivilege.Evidence`):
    the grants used, the requests each sole grant is the only way for (a count over every copy, and
    the first three), the requests of each principal, the log's window, and whole only the needs no
@@ -177,7 +177,7 @@ def _evidence(
 ) -> tuple[Evidence, tuple[str, str] | None]:
     """What the log says of the grants, reduced on Spark; the log's first and last timestamp.
 
-    ``needs`` are a row per grant of each need (:func:`~privilog.engine.spark.decide.needs_of`) of
+    ``needs`` are a row per grant of each need (:func:`~privilog.engine.spark.decisions.needs_of`) of
     each distinct request's first copy (``distinct``): a sole grant's count adds up the copies, and
     its examples are the first rids of all of them. Only the needs no sole grant meets are gathered
     whole to the driver (:class:`Evidence`: they are all the keep set can choose among); the grants

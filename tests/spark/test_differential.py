@@ -458,7 +458,7 @@ def _listing_policy(name: str) -> Policy:
 @pytest.fixture(scope="module", params=LISTINGS)
 def shown(request: pytest.FixtureRequest, spark: SparkSession, generated: Callable[..., Batch]) -> Shown:
     """A batch of generated worlds listed by the pipeline's functions under one policy."""
-    from privilog.engine.spark.decide import visibility
+    from privilog.engine.spark.visibility import visibility
 
     from privilog.pipeline.tables import Progress
 
