@@ -263,3 +263,19 @@ def test_pyspark_is_imported_inside_functions_so_that_importing_a_module_does_no
             if any(t.split(".")[0] in ("pyspark", "py4j") for t in targets):
                 at_top.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not at_top, "PySpark imported at a module's top: " + ", ".join(sorted(at_top))
+
+
+SPARK_DOORS = ("privilog.engine.spark.facade", "privilog.engine.spark.session")  # what privilog.pipeline may import
+
+
+def test_the_pipeline_reaches_the_spark_engine_only_through_its_facade() -> None:
+    """``privilog/pipeline/`` reads and checks inputs, writes runs and reports; evaluating is the engine's.
+    Of ``engine/spark/`` it imports the facade (and the session module, for the session it runs in)."""
+    around = [
+        f"{modules()[found.importer].relative_to(ROOT)}:{found.line}: {found.target}"
+        for found in imports()
+        if found.importer.startswith("privilog.pipeline")
+        and (_ours(found.target) or "").startswith("privilog.engine.spark")
+        and _ours(found.target) not in SPARK_DOORS
+    ]
+    assert not around, "\n".join(around)

@@ -10,14 +10,13 @@ import argparse
 import contextlib
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privilog import dsl
 from privilog.dsl.ir import Policy
-from privilog.engine.denial import with_denied_by
-from privilog.engine.program import compile_policy
+from privilog.engine.spark import facade
 from privilog.engine.world import read_config
 from privilog.pipeline.catalog import CatalogRun, is_table, read_input, require_catalog, table_name
 from privilog.pipeline.console import Heartbeat, quiet_jvm
@@ -45,7 +44,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-    from privilog.engine.spark.evaluate import SparkEngine
+    from privilog.engine.spark.facade import SparkEngine
 
 
 # ---- a run ----------------------------------------------------------------------------
@@ -84,15 +83,8 @@ class Context:
         return df
 
     def engine(self, policy: Policy) -> SparkEngine:
-        from privilog.engine.spark.evaluate import EngineSettings, SparkEngine
-        from privilog.engine.spark.plan import Settings
-
-        settings = EngineSettings(planner=Settings(trace=self.progress if self.trace else None))
-        if self.local_rows is not None:
-            settings = replace(settings, local_rows=self.local_rows, local_base_rows=self.local_rows)
-        # with_denied_by: the policy's own deny rules named by place, for the decisions' denied_by
-        program = with_denied_by(compile_policy(policy))
-        return SparkEngine(program, self.spark, settings, progress=self.progress)
+        """The Spark engine of ``policy``, with this run's --trace and --local-rows."""
+        return facade.engine(policy, self.spark, self.progress, self.trace, self.local_rows)
 
     def write(self, name: str, df: DataFrame) -> Output:
         """Write a table of the run (into its staging folder, or the catalog), and count what was written."""

@@ -16,8 +16,7 @@ from privilog.dsl.limits import LIST_ARGUMENT, WILDCARDS, LimitError
 from privilog.engine.authorizer import FALSE_WORDS, TRUE_WORDS
 from privilog.engine.ids import _SHAPES, ENTITY_TYPES, PRINCIPAL_KINDS
 from privilog.engine.patterns import parse_pattern, policy_patterns, wild_shape
-from privilog.engine.spark.deployment import Deployment, encode_deployment
-from privilog.engine.spark.ids import IdForms
+from privilog.engine.spark import facade
 from privilog.pipeline.tables import SOURCE
 
 if TYPE_CHECKING:
@@ -35,8 +34,8 @@ def _java(pattern: str) -> str:
     return "^(?:" + pattern + r")\z"
 
 
-class Vocabulary(IdForms):
-    """A policy's and CDAP's id scheme's checks (and, from :class:`IdForms`, its hierarchy), as Spark
+class Vocabulary(facade.IdForms):
+    """A policy's and CDAP's id scheme's checks (and, from :class:`engine.spark.ids.IdForms`, its hierarchy), as Spark
     column expressions.
 
     Each ``*_problem`` is null for a good value and otherwise the reason, worded as
@@ -171,7 +170,7 @@ def _rejects(df: DataFrame, table: str, problem: Column) -> tuple[DataFrame, Dat
 
 
 @dataclass
-class CheckedDeployment(Deployment):
+class CheckedDeployment(facade.Deployment):
     """The deployment as the engine reads it (:class:`engine.spark.deployment.Deployment`), and what
     checking its tables found: their rejects, and each table's good rows (for the rows-in check)."""
 
@@ -209,7 +208,7 @@ def load_deployment(
         vocabulary.principal_problem(F.col("principal")), vocabulary.principal_problem(F.col("group"))
     )
     good_members, bad_members = _rejects(members, "members", member_problem)
-    encoded = encode_deployment(spark, vocabulary, good_entities, good_grants, good_members, config or {}, patterns)
+    encoded = facade.deployment(spark, vocabulary, good_entities, good_grants, good_members, config or {}, patterns)
     used = {"entities": good_entities, "grants": good_grants, "members": good_members}
     rejects = bad_entities.union(bad_grants).union(bad_members)
     return CheckedDeployment(**{f.name: getattr(encoded, f.name) for f in fields(encoded)}, rejects=rejects, used=used)

@@ -29,7 +29,7 @@ from privilog.engine.accesslog import Rejected
 from privilog.engine.decision import Request
 from privilog.engine.ids import EntityId
 from privilog.engine.leastprivilege import EXACT_LIMIT, EXAMPLES, Evidence, Held, Report, report
-from privilog.engine.spark.decide import decide_all
+from privilog.engine.spark import facade
 from privilog.engine.world import Grant
 from privilog.pipeline.context import Context, load_inputs, running, world_counts
 from privilog.pipeline.inputs import CheckedDeployment, Requests, Vocabulary
@@ -39,7 +39,7 @@ from privilog.usage import EXIT_DENY, EXIT_OK, add_least_privilege_options
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from privilog.engine.spark.evaluate import SparkEngine
+    from privilog.engine.spark.facade import SparkEngine
 
 SHOWN = 20  # requests listed when --verify finds some denied (there should be none)
 
@@ -80,7 +80,7 @@ def cmd_unused(args: argparse.Namespace) -> int:
         engine = context.engine(policy)
         deployment, requests = load_inputs(context, vocabulary, args)
         distinct = _distinct(requests).transform(persist)
-        decided = decide_all(
+        decided = facade.decide(
             context.spark,
             engine,
             deployment,
@@ -265,7 +265,7 @@ def _verify(
     gone = context.spark.createDataFrame(
         [(g.principal, g.action, str(g.entity)) for g in removals], "principal string, action string, entity string"
     )
-    after = decide_all(context.spark, engine, deployment.without(gone), requests, context.progress, witnesses=False)
+    after = facade.decide(context.spark, engine, deployment.without(gone), requests, context.progress, witnesses=False)
     denied = after.table.where(F.col("decision") == "deny").select("rid")
     changed = before.where(F.col("decision") == "allow").join(denied, on="rid", how="left_semi")
     count = changed.count()
