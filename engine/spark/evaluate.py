@@ -1,5 +1,8 @@
 """A compiled :class:`~engine.program.Program` evaluated bottom-up as Spark DataFrame plans.
 
+Longer than 600 lines: it is one class, :class:`SparkEngine`, whose stratified and semi-naive
+evaluation, memo of world relations and materialising share one engine's state.
+
 One relation per predicate. The caller gives the base relations as DataFrames of
 encoded long columns ``c0 .. cN-1``; the program's own facts (its tables) are
 added to them. Derived predicates are evaluated stratum by stratum

@@ -1,5 +1,8 @@
 """One rule's body as a DataFrame plan: joins in a greedy order, filters, anti-joins.
 
+Longer than 600 lines: it is one class, the planner of a rule body, whose steps (read,
+estimate, join, project, negate, compare) share one plan's state.
+
 A relation is a DataFrame of long columns ``c0 .. cN-1`` (values encoded by
 :mod:`engine.spark.encoding`) with a size estimate. A rule body is planned the
 way a data engineer would write the query:
