@@ -234,3 +234,48 @@ def test_the_architecture_tree_names_every_module() -> None:
         if path.name != "__init__.py" and str(path.relative_to(ROOT)) not in named
     )
     assert missing == [], "ARCHITECTURE.md's tree does not name these modules: " + ", ".join(missing)
+
+
+def _loaded_with_the_module(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """The imports that run when a module is imported: at its top, outside ``if TYPE_CHECKING:`` and functions."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    pending: list[ast.stmt] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        elif isinstance(node, ast.If) and not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+            pending += [*node.body, *node.orelse]
+        elif isinstance(node, ast.Try):
+            pending += [*node.body, *node.orelse, *node.finalbody, *(s for h in node.handlers for s in h.body)]
+    return found
+
+
+def test_pyspark_is_imported_inside_functions_so_that_importing_a_module_does_not_start_it() -> None:
+    """ARCHITECTURE.md's rule 4: in ``engine/spark/`` and ``privilog/pipeline/``, PySpark is imported
+    inside functions or under ``TYPE_CHECKING``, never when the module loads."""
+    at_top = []
+    for name, path in modules().items():
+        if not name.startswith(SPARK_ALLOWED):
+            continue
+        for node in _loaded_with_the_module(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            targets = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(t.split(".")[0] in ("pyspark", "py4j") for t in targets):
+                at_top.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not at_top, "PySpark imported at a module's top: " + ", ".join(sorted(at_top))
+
+
+SPARK_DOORS = ("privilog.engine.spark.facade", "privilog.engine.spark.session")  # what privilog.pipeline may import
+
+
+def test_the_pipeline_reaches_the_spark_engine_only_through_its_facade() -> None:
+    """``privilog/pipeline/`` reads and checks inputs, writes runs and reports; evaluating is the engine's.
+    Of ``engine/spark/`` it imports the facade (and the session module, for the session it runs in)."""
+    around = [
+        f"{modules()[found.importer].relative_to(ROOT)}:{found.line}: {found.target}"
+        for found in imports()
+        if found.importer.startswith("privilog.pipeline")
+        and (_ours(found.target) or "").startswith("privilog.engine.spark")
+        and _ours(found.target) not in SPARK_DOORS
+    ]
+    assert not around, "\n".join(around)

@@ -11,11 +11,14 @@ Bulk work goes through :class:`~engine.spark.evaluate.SparkEngine` directly.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from privilog.engine.program import Program, Row
 from privilog.engine.spark.evaluate import EngineSettings, Evaluation, Progress, SparkEngine
 from privilog.engine.spark.plan import Relation
-from pyspark.sql import SparkSession
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 class SparkBackend:

@@ -130,6 +130,13 @@ def encoded(column: str | Column) -> Column:
     return F.xxhash64(F.col(column) if isinstance(column, str) else column)
 
 
+def relation_columns(*columns: str) -> list[Column]:
+    """String columns as a base relation's: their codes, named ``c0``, ``c1``, ..."""
+    from pyspark.sql import functions as F
+
+    return [F.xxhash64(F.col(c)).alias(f"c{i}") for i, c in enumerate(columns)]
+
+
 def collisions(values: DataFrame) -> DataFrame:
     """The codes that more than one distinct string of ``values`` (one string column) shares."""
     from pyspark.sql import functions as F

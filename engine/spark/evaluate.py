@@ -1,5 +1,8 @@
 """A compiled :class:`~engine.program.Program` evaluated bottom-up as Spark DataFrame plans.
 
+Longer than 600 lines: it is one class, :class:`SparkEngine`, whose stratified and semi-naive
+evaluation, memo of world relations and materialising share one engine's state.
+
 One relation per predicate. The caller gives the base relations as DataFrames of
 encoded long columns ``c0 .. cN-1``; the program's own facts (its tables) are
 added to them. Derived predicates are evaluated stratum by stratum
@@ -26,6 +29,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import networkx as nx
 from privilog.dsl.check import dependency_graph
@@ -45,9 +49,11 @@ from privilog.engine.spark.plan import (
     union,
 )
 from privilog.engine.spark.session import persist
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StructField, StructType
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
 
 Progress = Callable[[str], None]
 Reader = Callable[[int, Atom], Relation]
@@ -70,6 +76,8 @@ class EngineSettings:
 
 def schema(arity: int) -> StructType:
     """The schema of a relation of ``arity`` encoded columns."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
     return StructType([StructField(column(i), LongType(), nullable=False) for i in range(arity)])
 
 
@@ -93,6 +101,8 @@ class Evaluation:
 
     def collect(self, names: Iterable[str], dictionary: Dictionary) -> dict[str, set[Row]]:
         """Every row of several relations, decoded, in one Spark job."""
+        from pyspark.sql import functions as F
+
         names = list(names)
         width = max((self.relations[n].arity for n in names), default=0)
         parts = []
@@ -343,6 +353,8 @@ class SparkEngine:
         self._memo_cached.clear()
 
     def _base(self, base: Mapping[str, DataFrame | Relation]) -> dict[str, Relation]:
+        from pyspark.sql import DataFrame
+
         relations: dict[str, Relation] = {}
         unmeasured: dict[str, DataFrame] = {}
         for name, arity in self.program.relations.items():
@@ -379,6 +391,8 @@ class SparkEngine:
 
     def _sizes(self, relations: Mapping[str, DataFrame]) -> dict[str, Size]:
         """Rows and distinct values per column of several relations, in one Spark job."""
+        from pyspark.sql import functions as F
+
         width = max(len(df.columns) for df in relations.values())
         parts = []
         for name, df in relations.items():
@@ -410,6 +424,8 @@ class SparkEngine:
 
     def _localise(self, relations: Mapping[str, Relation], limit: int) -> dict[str, Relation]:
         """Collect the measured relations of at most ``limit`` rows to the driver, in one job."""
+        from pyspark.sql import functions as F
+
         small = {n: r for n, r in relations.items() if r.local is None and r.size.rows <= limit}
         if not small:
             return dict(relations)
@@ -570,6 +586,8 @@ class SparkEngine:
 
     def _unknown(self, found: Relation, known: Relation) -> Relation:
         """The rows of ``found`` that ``known`` lacks."""
+        from pyspark.sql import functions as F
+
         if found.local is not None and known.local is not None:
             return local_relation(self.spark, found.local - known.local, found.arity)
         keys = [column(i) for i in range(found.arity)]

@@ -1,5 +1,9 @@
 """Fused decision plans on Spark: each operation's rules unfolded into joins of the request table.
 
+Longer than 600 lines: the unfolding of each operation's rules (:class:`FusedDecisions`) and the
+joins of one conjunction (:class:`_Plan`) call each other (a negated goal inside a conjunction is
+unfolded again), so they cannot be two modules without an import circle.
+
 The request-derived rules are specialized per operation and unfolded into
 conjunctions over world relations by the pass the compiled engine uses
 (:mod:`engine.unfold`); each conjunction becomes a few DataFrame joins of that

@@ -1,5 +1,8 @@
 """One rule's body as a DataFrame plan: joins in a greedy order, filters, anti-joins.
 
+Longer than 600 lines: it is one class, the planner of a rule body, whose steps (read,
+estimate, join, project, negate, compare) share one plan's state.
+
 A relation is a DataFrame of long columns ``c0 .. cN-1`` (values encoded by
 :mod:`engine.spark.encoding`) with a size estimate. A rule body is planned the
 way a data engineer would write the query:
@@ -38,11 +41,14 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from privilog.dsl.ir import Atom, Comparison, Const, Literal, Rule, Term, Var
 from privilog.engine.spark.encoding import xxhash64
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
 
 ORDERED = {"<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__"}
 LOCAL_ROWS = 50_000  # the most rows a plan folded on the driver may hold
@@ -98,6 +104,8 @@ def column(index: int) -> str:
 
 def constant(value: str) -> Column:
     """A constant of the policy, encoded."""
+    from pyspark.sql import functions as F
+
     return F.lit(xxhash64(value))
 
 
@@ -149,7 +157,7 @@ class Settings:
 
 
 # Materialise a DataFrame and count its rows (the engine's, so it can cache and release it).
-Materialise = Callable[[DataFrame], tuple[DataFrame, int]]
+Materialise = Callable[["DataFrame"], tuple["DataFrame", int]]
 
 
 class RulePlanner:
@@ -200,6 +208,8 @@ class RulePlanner:
         return self._head(plan)
 
     def _head(self, plan: _Plan) -> Relation:
+        from pyspark.sql import functions as F
+
         ndv: list[float] = []
         for term in self.rule.head.terms:
             ndv.append(plan.ndv.get(term.name, plan.rows) if isinstance(term, Var) else 1.0)
@@ -271,6 +281,8 @@ class RulePlanner:
         first: dict[str, int],
         atoms: frozenset[int],
     ) -> _Plan:
+        from pyspark.sql import functions as F
+
         size = relation.size
         if relation.local is not None:
             rows = {
@@ -357,6 +369,8 @@ class RulePlanner:
         return f"{atoms}[{plan.rows:.3g}≤{plan.bound:.3g}, {where}]"
 
     def _join(self, a: _Plan, b: _Plan, needed: set[str]) -> _Plan:
+        from pyspark.sql import functions as F
+
         if self.settings.trace is not None:
             how = "co-partitioned" if self._copartitioned(a, b) else "keeps" if self._keeps(a, b) else "shuffles"
             self.settings.trace(
@@ -418,6 +432,8 @@ class RulePlanner:
 
     def _filtered(self, left: _Plan, right: _Plan, keys: list[str], how: str) -> DataFrame:
         """``left`` semi- or anti-joined with ``right``, keeping ``left`` where it is when possible."""
+        from pyspark.sql import functions as F
+
         frame = self._frame(left)
         if left.local is None and (self._copartitioned(left, right) or not self._broadcastable(right)):
             other = self._frame(right)
@@ -506,9 +522,13 @@ class RulePlanner:
         )
 
     def _term(self, term: Term) -> Column:
+        from pyspark.sql import functions as F
+
         return F.col(self.names[term.name]) if isinstance(term, Var) else constant(term.value)
 
     def _compare(self, plan: _Plan, comparison: Comparison) -> _Plan:
+        from pyspark.sql import functions as F
+
         op = comparison.operator
         if op in ("==", "!="):
             if plan.local is not None:

@@ -24,9 +24,12 @@ import contextlib
 import os
 from collections.abc import Iterator
 from contextvars import ContextVar
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "4g"  # when the machine's memory cannot be read
@@ -46,6 +49,8 @@ def persist(df: DataFrame) -> DataFrame:
     lives in the executors' block stores: on a cluster, a lost executor fails the job rather than
     recomputing its part (run it again).
     """
+    from pyspark import StorageLevel
+
     kept = df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
     run = _PERSISTED.get()
     if run is not None:
@@ -87,6 +92,8 @@ def collect_garbage() -> None:
     is the server's own to run."""
     import gc
 
+    from pyspark.sql import SparkSession
+
     gc.collect()
     active = SparkSession.getActiveSession()
     if active is not None and not is_connect(active):
@@ -126,6 +133,8 @@ def connect_session(remote: str, partitions: int | None = None, app_name: str = 
     Only runtime settings cross: the driver's memory, the master, the UI and the catalog are the
     server's, set where it was started.
     """
+    from pyspark.sql import SparkSession
+
     builder = SparkSession.builder.remote(remote).appName(app_name)
     for key, value in {"spark.sql.shuffle.partitions": str(partitions or DEFAULT_PARTITIONS), **SETTINGS}.items():
         builder = builder.config(key, value)
@@ -142,6 +151,8 @@ def make_session(
     """The active session, or a new one: ``master`` (default ``local[*]``), UI and progress bar off;
     ``catalog``: static settings of the session's catalog (a warehouse and metastore, see
     privilog.pipeline.catalog), applied only to a session made here."""
+    from pyspark.sql import SparkSession
+
     active = SparkSession.getActiveSession()
     if active is not None:
         if partitions is not None:
@@ -181,4 +192,39 @@ def make_session(
         builder = builder.enableHiveSupport()
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def catalog_settings(root: Path) -> dict[str, str]:
+    """A session's static settings keeping its catalog in the folder ``root``: the tables under
+    ``root/warehouse``, the metastore (embedded Derby) in ``root/metastore_db``, Derby's log there too."""
+    return {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": str(root / "warehouse"),
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={root}",
+    }
+
+
+def start(
+    master: str | None = None,
+    driver_memory: str | None = None,
+    partitions: int | None = None,
+    remote: str | None = None,
+    warehouse: Path | None = None,
+    app_name: str = "privilog",
+) -> SparkSession:
+    """A session for evaluating a whole deployment: over Spark Connect to ``remote``, else
+    :func:`make_session`'s (``warehouse``: an absolute folder keeping its catalog, for a session made here).
+
+    Spark's own choice of what to broadcast is off: it judges a cached table by its
+    compressed size, and at 10^7 requests broadcast the decisions table it was about to
+    write (out of memory). The engine and the pipeline say what to broadcast themselves.
+    """
+    if remote is not None:
+        session = connect_session(remote, partitions, app_name=app_name)
+    else:
+        catalog = catalog_settings(warehouse) if warehouse is not None else None
+        session = make_session(master, driver_memory, partitions, app_name=app_name, catalog=catalog)
+    session.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     return session

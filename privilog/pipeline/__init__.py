@@ -17,7 +17,7 @@ Every input row is checked as the reference engine checks a world and a request
 fails goes to ``OUT/rejects`` with its table, the row as JSON and the reason; none
 is dropped silently, and the run reports how many there were.
 
-The policy is evaluated by the generic Spark engine (:mod:`engine.spark`): the
+The policy is evaluated by the Spark engine, through its facade (:mod:`engine.spark.facade`): the
 tables become the base relations ``grant``, ``member_of``, ``child_of``, ``is_a``,
 ``request`` and ``request_arg``, ids encoded as 64-bit hashes (checked for
 collisions), and the decisions are read back from the relations the reference
@@ -32,12 +32,13 @@ request whose entity encloses another request's not-yet-existing entity, so that
 no request sees an entity another request brought.
 
 The room: ``tables`` (formats, reading, writing, the Spark session), ``inputs``
-(checking rows), ``evaluate`` (rounds, decisions, visibility), ``runs`` (a run's
+(checking rows), ``context`` (a run: its session, inputs and manifest), ``runs`` (a run's
 folder and manifest), ``show`` (reading a run with pyarrow), ``console`` (the JVM's
 lines filtered, the heartbeat), ``commands`` (the command line and its runs), and
 ``generate`` beside them (synthetic deployments in the same tables); ``results``,
 ``summary`` and ``report`` read a run's tables back with pyarrow, without Spark
 (``privilog pipeline report``). It imports ``privilog.usage``, ``privilog.render``
-and the layers below (``dsl``, ``engine``, ``engine.spark``); never the API's other rooms.
+and the layers below (``dsl``, ``engine``; of ``engine.spark``, its facade and its session module);
+never the API's other rooms.
 PySpark is imported only inside functions, when a command runs.
 """

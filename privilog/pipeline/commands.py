@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from privilog import dsl
 from privilog.engine.ids import DEFAULT_INSTANCE
+from privilog.engine.spark import facade
 from privilog.pipeline.catalog import MODES
 from privilog.pipeline.context import load_inputs, load_world, running, world_counts
-from privilog.pipeline.evaluate import ALLOWED_BY_TYPE, decide_all, visibility
 from privilog.pipeline.inputs import Vocabulary, check_requests, number_requests
 from privilog.pipeline.show import render_summary
 from privilog.pipeline.tables import (
@@ -43,10 +43,10 @@ def cmd_decide(args: argparse.Namespace) -> int:
         engine = context.engine(policy)
         deployment, requests = load_inputs(context, vocabulary, args)
         witnesses = not args.no_allowed_by
-        decided = decide_all(context.spark, engine, deployment, requests, context.progress, witnesses=witnesses)
+        decided = facade.decide(context.spark, engine, deployment, requests, context.progress, witnesses=witnesses)
         table = decided.table.drop("rid")  # kept already: written, then counted
         if not witnesses:  # the same columns either way: a catalog table takes both runs' rows
-            table = table.withColumn("allowed_by", F.lit(None).cast(ALLOWED_BY_TYPE))
+            table = table.withColumn("allowed_by", F.lit(None).cast(facade.ALLOWED_BY_TYPE))
         written = context.write("decisions", table)
         rejects = context.write_rejects()
         context.progress("counting decisions by operation")
@@ -111,7 +111,7 @@ def cmd_visibility(args: argparse.Namespace) -> int:
         vocabulary = Vocabulary(policy, context.instance)
         engine = context.engine(policy)
         deployment = load_world(context, vocabulary, args)
-        shown = visibility(context.spark, engine, deployment, context.progress)
+        shown = facade.visibility(context.spark, engine, deployment, context.progress)
         written = context.write("visibility", shown)
         rejects = context.write_rejects()
         used, rejected = world_counts(context, deployment, rejects)
@@ -143,7 +143,7 @@ def cmd_impact(args: argparse.Namespace) -> int:
             deployments.append(deployment)
             requests = check_requests(context.spark, vocabulary, numbered)
             context.rejects.append(requests.rejects.withColumn("reason", F.concat(F.lit(f"{name}: "), F.col("reason"))))
-            result = decide_all(
+            result = facade.decide(
                 context.spark, context.engine(policy), deployment, requests, context.progress, witnesses=False
             )
             decided.append(result.table)

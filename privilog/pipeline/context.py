@@ -10,19 +10,18 @@ import argparse
 import contextlib
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privilog import dsl
 from privilog.dsl.ir import Policy
-from privilog.engine.denial import with_denied_by
-from privilog.engine.program import compile_policy
+from privilog.engine.spark import facade
 from privilog.engine.world import read_config
 from privilog.pipeline.catalog import CatalogRun, is_table, read_input, require_catalog, table_name
 from privilog.pipeline.console import Heartbeat, quiet_jvm
 from privilog.pipeline.inputs import (
-    Deployment,
+    CheckedDeployment,
     Requests,
     Vocabulary,
     check_requests,
@@ -45,7 +44,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-    from privilog.engine.spark.evaluate import SparkEngine
+    from privilog.engine.spark.facade import SparkEngine
 
 
 # ---- a run ----------------------------------------------------------------------------
@@ -84,15 +83,8 @@ class Context:
         return df
 
     def engine(self, policy: Policy) -> SparkEngine:
-        from privilog.engine.spark.evaluate import EngineSettings, SparkEngine
-        from privilog.engine.spark.plan import Settings
-
-        settings = EngineSettings(planner=Settings(trace=self.progress if self.trace else None))
-        if self.local_rows is not None:
-            settings = replace(settings, local_rows=self.local_rows, local_base_rows=self.local_rows)
-        # with_denied_by: the policy's own deny rules named by place, for the decisions' denied_by
-        program = with_denied_by(compile_policy(policy))
-        return SparkEngine(program, self.spark, settings, progress=self.progress)
+        """The Spark engine of ``policy``, with this run's --trace and --local-rows."""
+        return facade.engine(policy, self.spark, self.progress, self.trace, self.local_rows)
 
     def write(self, name: str, df: DataFrame) -> Output:
         """Write a table of the run (into its staging folder, or the catalog), and count what was written."""
@@ -256,7 +248,9 @@ def check_catalog_use(args: argparse.Namespace, remote: str | None) -> None:
         require_catalog(remote, args.warehouse)
 
 
-def load_world(context: Context, vocabulary: Vocabulary, args: argparse.Namespace, report: bool = True) -> Deployment:
+def load_world(
+    context: Context, vocabulary: Vocabulary, args: argparse.Namespace, report: bool = True
+) -> CheckedDeployment:
     """The deployment's tables, checked; ``report`` adds its bad rows to the run's rejects."""
     entities = context.table(args.entities, "entities")
     grants = context.table(args.grants, "grants")
@@ -269,7 +263,9 @@ def load_world(context: Context, vocabulary: Vocabulary, args: argparse.Namespac
     return deployment
 
 
-def load_inputs(context: Context, vocabulary: Vocabulary, args: argparse.Namespace) -> tuple[Deployment, Requests]:
+def load_inputs(
+    context: Context, vocabulary: Vocabulary, args: argparse.Namespace
+) -> tuple[CheckedDeployment, Requests]:
     """The deployment and the access log of ``args``, checked; their bad rows added to the run's rejects."""
     deployment = load_world(context, vocabulary, args)
     raw = context.table(args.requests, "requests")
@@ -279,7 +275,9 @@ def load_inputs(context: Context, vocabulary: Vocabulary, args: argparse.Namespa
     return deployment, requests
 
 
-def world_counts(context: Context, deployment: Deployment, rejects: DataFrame) -> tuple[dict[str, int], dict[str, int]]:
+def world_counts(
+    context: Context, deployment: CheckedDeployment, rejects: DataFrame
+) -> tuple[dict[str, int], dict[str, int]]:
     """Rows used and rows rejected of each world table, in two jobs."""
     from pyspark.sql import functions as F
 

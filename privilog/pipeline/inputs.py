@@ -9,16 +9,15 @@ and the reason.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
-from privilog.dsl.ir import Operation, Policy
 from privilog.dsl.limits import LIST_ARGUMENT, WILDCARDS, LimitError
-from privilog.engine.authorizer import FALSE_WORDS, TRUE_WORDS, check_hierarchy
-from privilog.engine.ids import _SHAPES, DEFAULT_INSTANCE, ENTITY_TYPES, PRINCIPAL_KINDS, EntityId, parent_type
-from privilog.engine.patterns import java_regex, parse_pattern, policy_patterns, wild_shape
-from privilog.engine.program import compile_policy, reads
-from privilog.pipeline.tables import SOURCE, PipelineError
+from privilog.engine.authorizer import FALSE_WORDS, TRUE_WORDS
+from privilog.engine.ids import _SHAPES, ENTITY_TYPES, PRINCIPAL_KINDS
+from privilog.engine.patterns import parse_pattern, policy_patterns, wild_shape
+from privilog.engine.spark import facade
+from privilog.pipeline.tables import SOURCE
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -35,28 +34,14 @@ def _java(pattern: str) -> str:
     return "^(?:" + pattern + r")\z"
 
 
-class Vocabulary:
-    """A policy's and CDAP's id scheme's checks and hierarchy, as Spark column expressions.
+class Vocabulary(facade.IdForms):
+    """A policy's and CDAP's id scheme's checks (and, from :class:`engine.spark.ids.IdForms`, its hierarchy), as Spark
+    column expressions.
 
     Each ``*_problem`` is null for a good value and otherwise the reason, worded as
     the reference engine words it (engine.ids, engine.authorizer). Validity is one
     regular expression per check, so the generated code stays small.
     """
-
-    def __init__(self, policy: Policy, instance: str = DEFAULT_INSTANCE):
-        check_hierarchy(policy)
-        self.policy = policy
-        self.instance = instance
-        self.types = [t.name for t in policy.entity_types]
-        self.operations: dict[str, Operation] = {op.qualified: op for op in policy.operations}
-        self.above: dict[str, list[str]] = {}  # each type's enclosing types, nearest first
-        for name in ENTITY_TYPES:
-            chain, current = [], parent_type(name)
-            while current is not None:
-                chain.append(current)
-                current = parent_type(current)
-            self.above[name] = chain
-        self.depth = max(len(chain) for chain in self.above.values())
 
     @staticmethod
     def _ids(types: Iterable[str], wildcards: bool = False) -> str:
@@ -64,18 +49,6 @@ class Vocabulary:
             return wild_shape(t) if wildcards else _SHAPES[t].pattern
 
         return _java("|".join(f"{t}:(?:{shape(t)})" for t in types))
-
-    @staticmethod
-    def entity_type(value: Column) -> Column:
-        from pyspark.sql import functions as F
-
-        return F.substring_index(value, ":", 1)
-
-    @staticmethod
-    def _name(value: Column) -> Column:
-        from pyspark.sql import functions as F
-
-        return F.regexp_extract(value, r"(?s)^[^:]*:(.*)$", 1)
 
     def entity_problem(self, value: Column, in_policy: bool, wildcards: bool = False) -> Column:
         """Why ``value`` is no entity id (of the policy's types, with ``in_policy``; a grant's
@@ -145,54 +118,6 @@ class Vocabulary:
             F.concat(F.lit("unknown action `"), value, F.lit(f"`: actions are {known} and ALL")),
         )
 
-    def _enclosing(self, value: Column, above: str) -> Column:
-        """The id of the entity of type ``above`` that encloses ``value``, from the id alone."""
-        from pyspark.sql import functions as F
-
-        if above == "instance":
-            return F.lit(f"instance:{self.instance}")
-        if above == "namespace":
-            return F.concat(F.lit("namespace:"), F.substring_index(self._name(value), ".", 1))
-        if above == "application":
-            return F.concat(F.lit("application:"), F.substring_index(self._name(value), ".", 2))
-        raise PipelineError(f"no id form for an enclosing `{above}`")
-
-    def enclosing(self, value: Column, kind: Column) -> Column:
-        """The id of the entity of type ``kind`` (a column) that encloses ``value``, or null."""
-        from pyspark.sql import functions as F
-
-        own = self.entity_type(value)
-        out = F.lit(None).cast("string")
-        for above in sorted({a for chain in self.above.values() for a in chain}):
-            types = [t for t, chain in self.above.items() if above in chain]
-            out = F.when((kind == above) & own.isin(*types), self._enclosing(value, above)).otherwise(out)
-        return out
-
-    def parent(self, value: Column) -> Column:
-        """The id of the entity ``value`` sits in (engine.ids.EntityId.parent), or null at the top."""
-        from pyspark.sql import functions as F
-
-        kind = self.entity_type(value)
-        out = F.lit(None).cast("string")
-        for above in {chain[0] for chain in self.above.values() if chain}:
-            types = [t for t, chain in self.above.items() if chain and chain[0] == above]
-            out = F.when(kind.isin(*types), self._enclosing(value, above)).otherwise(out)
-        return out
-
-    def chain(self, value: Column) -> Column:
-        """An array of the entity and every entity enclosing it, nearest first."""
-        from pyspark.sql import functions as F
-
-        kind = self.entity_type(value)
-        levels: list[Column] = [value]
-        for depth in range(self.depth):
-            found = F.lit(None).cast("string")
-            for above in {chain[depth] for chain in self.above.values() if len(chain) > depth}:
-                types = [t for t, chain in self.above.items() if len(chain) > depth and chain[depth] == above]
-                found = F.when(kind.isin(*types), self._enclosing(value, above)).otherwise(found)
-            levels.append(found)
-        return F.filter(F.array(*levels), lambda x: x.isNotNull())
-
 
 def _row_json(df: DataFrame, columns: Sequence[str]) -> Column:
     from pyspark.sql import functions as F
@@ -245,80 +170,12 @@ def _rejects(df: DataFrame, table: str, problem: Column) -> tuple[DataFrame, Dat
 
 
 @dataclass
-class Deployment:
-    """The inventory, grants and memberships, checked, as encoded base relations."""
+class CheckedDeployment(facade.Deployment):
+    """The deployment as the engine reads it (:class:`engine.spark.deployment.Deployment`), and what
+    checking its tables found: their rejects, and each table's good rows (for the rows-in check)."""
 
-    vocabulary: Vocabulary
-    relations: dict[str, DataFrame]  # grant, member_of, child_of, is_a: encoded
-    existing: DataFrame  # entity (strings), persisted
-    values: DataFrame  # every string the relations hold (one column, value)
-    principals: DataFrame  # every principal the grants and memberships name (principal)
     rejects: DataFrame
-    grants: DataFrame  # principal, action, entity (strings): the good grants, each action of ALL its own
-    used: dict[str, DataFrame] = field(default_factory=dict)  # table -> its good rows (for the rows-in check)
-    patterns: list[EntityId] = field(default_factory=list)  # the wildcards the grants name (engine.patterns)
-
-    def with_named(self, named: DataFrame, principals: DataFrame | None = None) -> Deployment:
-        """This deployment, its ``matches`` over the inventory and these entities (one column,
-        ``entity``: what requests act on and name) too, when a grant names a wildcard; and when
-        the policy reads ``name_of``, the name of every id it holds, these entities' and these
-        principals' (one column, ``principal``: who the requests are by)."""
-        from dataclasses import replace
-
-        from pyspark.sql import functions as F
-
-        relations, values = dict(self.relations), self.values
-        if self.patterns:
-            universe = self.existing.select("entity").union(named.select("entity")).distinct()
-            relations["matches"] = matches_frame(self, universe)
-        program = compile_policy(self.vocabulary.policy)
-        if reads(program.rules, "name_of", program.facts):
-            ids = (
-                self.existing.select(F.col("entity").alias("id"))
-                .union(named.select(F.col("entity").alias("id")))
-                .union(self.grants.select(F.col("entity").alias("id")))
-                .union(self.principals.select(F.col("principal").alias("id")))
-            )
-            if principals is not None:
-                ids = ids.union(principals.select(F.col("principal").alias("id")))
-            names = ids.distinct().select("id", F.expr("substring(id, instr(id, ':') + 1)").alias("name"))
-            relations["name_of"] = names.select(*encoded("id", "name"))
-            values = values.union(names.select(F.col("name").alias("value")))  # their codes are checked too
-        if reads(program.rules, "within", program.facts):
-            granted = self.grants.select("entity").distinct().where(~F.col("entity").rlike(r"[*?]"))
-            chains = granted.select("entity", F.explode(self.vocabulary.chain(F.col("entity"))).alias("up"))
-            relations["within"] = chains.where(F.col("up") != F.col("entity")).select(*encoded("entity", "up"))
-        if relations == self.relations:
-            return self
-        return replace(self, relations=relations, values=values)
-
-
-def matches_frame(deployment: Deployment, entities: DataFrame) -> DataFrame:
-    """``matches`` (entity, pattern), encoded: each entity against the granted wildcards of its type.
-
-    The patterns are few (each distinct wildcard of the grants, read on the driver) and are
-    broadcast; an entity is tried only against those of its own type.
-    """
-    from pyspark.sql import functions as F
-
-    from privilog.engine.spark.session import persist
-
-    spark = entities.sparkSession
-    if not deployment.patterns:
-        return spark.createDataFrame([], "c0 long, c1 long")
-    rows = [(p.type, str(p), java_regex(p)) for p in deployment.patterns]
-    patterns = F.broadcast(spark.createDataFrame(rows, "type string, pattern string, regex string"))
-    kind = deployment.vocabulary.entity_type(F.col("entity"))
-    named = entities.select("entity", kind.alias("type"), deployment.vocabulary._name(F.col("entity")).alias("name"))
-    found = named.join(patterns, on="type").where(F.expr("name rlike regex"))
-    return found.select(F.xxhash64("entity").alias("c0"), F.xxhash64("pattern").alias("c1")).transform(persist)
-
-
-def encoded(*columns: str) -> list[Column]:
-    """The columns as the engine's 64-bit ids, named ``c0``, ``c1``, ... as in the base relations."""
-    from pyspark.sql import functions as F
-
-    return [F.xxhash64(F.col(c)).alias(f"c{i}") for i, c in enumerate(columns)]
+    used: dict[str, DataFrame] = field(default_factory=dict)  # table -> its good rows
 
 
 def load_deployment(
@@ -328,16 +185,11 @@ def load_deployment(
     grants: DataFrame,
     members: DataFrame | None,
     config: Mapping[str, tuple[str, ...]] | None = None,
-) -> Deployment:
+) -> CheckedDeployment:
     """Check the world's tables and turn them into base relations."""
     from pyspark.sql import functions as F
 
-    from privilog.engine.spark.session import persist
-
     good_entities, bad_entities = _rejects(entities, "entities", vocabulary.entity_problem(F.col("entity"), False))
-    existing = (
-        good_entities.select(F.explode(vocabulary.chain(F.col("entity"))).alias("entity")).distinct().transform(persist)
-    )
     grant_problem = F.coalesce(
         vocabulary.principal_problem(F.col("principal")),
         vocabulary.action_problem(F.col("action")),
@@ -350,48 +202,16 @@ def load_deployment(
         raise LimitError(WILDCARDS.refusal("the grants", WILDCARDS.value() + 1).replace(" has ", " have at least "))
     named = policy_patterns(vocabulary.policy.rules)  # those the policy's rules name
     patterns = sorted({parse_pattern(r["entity"]) for r in found} | set(named))
-    actions = F.array(*(F.lit(a) for a in vocabulary.policy.actions))
-    grant_rows = good_grants.select(
-        "principal",
-        F.explode(F.when(F.col("action") == "ALL", actions).otherwise(F.array(F.col("action")))).alias("action"),
-        "entity",
-    )
     if members is None:
         members = spark.createDataFrame([], "principal string, group string")
     member_problem = F.coalesce(
         vocabulary.principal_problem(F.col("principal")), vocabulary.principal_problem(F.col("group"))
     )
     good_members, bad_members = _rejects(members, "members", member_problem)
-    parents = existing.select("entity", vocabulary.parent(F.col("entity")).alias("parent"))
-    relations = {
-        "grant": grant_rows.select(*encoded("principal", "action", "entity")),
-        "member_of": good_members.select(*encoded("principal", "group")),
-        "child_of": parents.where(F.col("parent").isNotNull()).select(*encoded("entity", "parent")),
-        "is_a": existing.select(*encoded("entity"), F.xxhash64(vocabulary.entity_type(F.col("entity"))).alias("c1")),
-    }
-    principals = (
-        good_grants.select("principal")
-        .union(good_members.select("principal"))
-        .union(good_members.select(F.col("group").alias("principal")))
-        .distinct()
-    )
-    values = (
-        existing.select(F.col("entity").alias("value"))
-        .union(existing.select(vocabulary.entity_type(F.col("entity")).alias("value")))
-        .union(good_grants.select(F.col("entity").alias("value")))
-        .union(grant_rows.select(F.col("action").alias("value")))
-        .union(principals.select(F.col("principal").alias("value")))
-    )
-    settings = sorted({(key, value) for key, values in (config or {}).items() for value in values})
-    if settings:
-        rows = spark.createDataFrame(settings, "key string, value string")
-        relations["config"] = rows.select(*encoded("key", "value"))
-        values = values.union(rows.select("key")).union(rows.select("value"))
+    encoded = facade.deployment(spark, vocabulary, good_entities, good_grants, good_members, config or {}, patterns)
     used = {"entities": good_entities, "grants": good_grants, "members": good_members}
     rejects = bad_entities.union(bad_grants).union(bad_members)
-    deployment = Deployment(vocabulary, relations, existing, values, principals, rejects, grant_rows, used, patterns)
-    deployment.relations["matches"] = matches_frame(deployment, existing)
-    return deployment
+    return CheckedDeployment(**{f.name: getattr(encoded, f.name) for f in fields(encoded)}, rejects=rejects, used=used)
 
 
 # ---- requests -------------------------------------------------------------------------

@@ -72,42 +72,30 @@ def spark_session(
     remote: str | None = None,
     warehouse: str | None = None,
 ) -> SparkSession:
-    """The pipeline's Spark session (see engine.spark.session): local or ``master``'s, or over
+    """The pipeline's Spark session (engine.spark.session.start): local or ``master``'s, or over
     Spark Connect to ``remote`` (else ``SPARK_REMOTE``); ``warehouse``: a folder keeping the
     catalog's tables and its metastore (privilog.pipeline.catalog), for a session made here.
-
-    Spark's own choice of what to broadcast is off: it judges a cached table by its
-    compressed size, and at 10^7 requests broadcast the decisions table it was about to
-    write (out of memory). The engine and the pipeline say what to broadcast themselves.
-    """
+    The options are checked here, before Spark starts."""
     require_spark()
-    from privilog.engine.spark.session import connect_session, make_session
+    from privilog.engine.spark.session import start
 
     remote = remote or os.environ.get("SPARK_REMOTE") or None
     if remote is not None:
         check_remote(remote, master, driver_memory, warehouse)
         require_connect()
-        session = connect_session(remote, partitions, app_name="privilog-pipeline")
-    else:
-        catalog = warehouse_settings(warehouse) if warehouse is not None else None
-        session = make_session(master, driver_memory, partitions, app_name="privilog-pipeline", catalog=catalog)
-    session.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
-    return session
+        return start(remote=remote, partitions=partitions, app_name="privilog-pipeline")
+    folder = warehouse_folder(warehouse) if warehouse is not None else None
+    return start(master, driver_memory, partitions, warehouse=folder, app_name="privilog-pipeline")
 
 
-def warehouse_settings(folder: str | Path) -> dict[str, str]:
-    """A session's static settings keeping its catalog in ``folder``: the tables under
-    ``folder/warehouse``, the metastore (embedded Derby) in ``folder/metastore_db``, Derby's log there too."""
+def warehouse_folder(folder: str | Path) -> Path:
+    """``--warehouse``'s folder, made if it is not there (engine.spark.session.catalog_settings says
+    what the session keeps in it)."""
     root = Path(os.path.abspath(folder))
     if root.exists() and not root.is_dir():
         raise PipelineError(f"--warehouse {folder}: not a folder")
     root.mkdir(parents=True, exist_ok=True)
-    return {
-        "spark.sql.catalogImplementation": "hive",
-        "spark.sql.warehouse.dir": str(root / "warehouse"),
-        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={root}",
-    }
+    return root
 
 
 def spark_options(q: argparse.ArgumentParser) -> None:

@@ -4,7 +4,7 @@ The same analysis as ``privilog unused`` (:mod:`engine.leastprivilege`), fed fro
 
 1. every request is decided by the same plans as ``decide``; then one copy of each distinct allowed
    request goes through a fused plan of its own that keeps every grant that can meet each of its
-   requirements (:func:`~privilog.pipeline.evaluate.needs_of`), a row per need and grant;
+   requirements (:func:`~privilog.engine.spark.decisions.needs_of`), a row per need and grant;
 2. Spark reduces them to what the analysis reads (:class:`~privilog.engine.leastprivilege.Evidence`):
    the grants used, the requests each sole grant is the only way for (a count over every copy, and
    the first three), the requests of each principal, the log's window, and whole only the needs no
@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from privilog import dsl
@@ -30,17 +29,17 @@ from privilog.engine.accesslog import Rejected
 from privilog.engine.decision import Request
 from privilog.engine.ids import EntityId
 from privilog.engine.leastprivilege import EXACT_LIMIT, EXAMPLES, Evidence, Held, Report, report
+from privilog.engine.spark import facade
 from privilog.engine.world import Grant
 from privilog.pipeline.context import Context, load_inputs, running, world_counts
-from privilog.pipeline.evaluate import decide_all
-from privilog.pipeline.inputs import Deployment, Requests, Vocabulary, encoded
+from privilog.pipeline.inputs import CheckedDeployment, Requests, Vocabulary
 from privilog.pipeline.tables import Progress
 from privilog.usage import EXIT_DENY, EXIT_OK, add_least_privilege_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from privilog.engine.spark.evaluate import SparkEngine
+    from privilog.engine.spark.facade import SparkEngine
 
 SHOWN = 20  # requests listed when --verify finds some denied (there should be none)
 
@@ -81,7 +80,7 @@ def cmd_unused(args: argparse.Namespace) -> int:
         engine = context.engine(policy)
         deployment, requests = load_inputs(context, vocabulary, args)
         distinct = _distinct(requests).transform(persist)
-        decided = decide_all(
+        decided = facade.decide(
             context.spark,
             engine,
             deployment,
@@ -141,20 +140,9 @@ def _path(file: str | None) -> str:
     return (file or "?").removeprefix("file://").removeprefix("file:")
 
 
-def _holdings(deployment: Deployment) -> tuple[Held, dict[tuple[int, int, int], Grant]]:
+def _holdings(deployment: CheckedDeployment) -> tuple[Held, dict[tuple[int, int, int], Grant]]:
     """The deployment's grants (each action of ALL its own), and every principal it names; the grants by code."""
-    from pyspark.sql import functions as F
-
-    rows = (
-        deployment.grants.select(
-            "principal",
-            "action",
-            "entity",
-            *(F.xxhash64(c).alias(f"k{i}") for i, c in enumerate(("principal", "action", "entity"))),
-        )
-        .distinct()
-        .collect()
-    )
+    rows = deployment.grant_codes().collect()
     grants = {
         (r["k0"], r["k1"], r["k2"]): Grant(r["principal"], r["action"], EntityId.parse(r["entity"])) for r in rows
     }
@@ -189,7 +177,7 @@ def _evidence(
 ) -> tuple[Evidence, tuple[str, str] | None]:
     """What the log says of the grants, reduced on Spark; the log's first and last timestamp.
 
-    ``needs`` are a row per grant of each need (:func:`~privilog.pipeline.evaluate.needs_of`) of
+    ``needs`` are a row per grant of each need (:func:`~privilog.engine.spark.decisions.needs_of`) of
     each distinct request's first copy (``distinct``): a sole grant's count adds up the copies, and
     its examples are the first rids of all of them. Only the needs no sole grant meets are gathered
     whole to the driver (:class:`Evidence`: they are all the keep set can choose among); the grants
@@ -265,7 +253,7 @@ def _evidence(
 def _verify(
     context: Context,
     engine: SparkEngine,
-    deployment: Deployment,
+    deployment: CheckedDeployment,
     requests: Requests,
     before: DataFrame,
     removals: list[Grant],
@@ -276,16 +264,8 @@ def _verify(
     context.progress(f"verifying: deciding the log again without the {len(removals):,} grants recommended")
     gone = context.spark.createDataFrame(
         [(g.principal, g.action, str(g.entity)) for g in removals], "principal string, action string, entity string"
-    ).select(*encoded("principal", "action", "entity"))
-    kept = deployment.relations["grant"].join(gone, on=["c0", "c1", "c2"], how="left_anti")
-    after = decide_all(
-        context.spark,
-        engine,
-        replace(deployment, relations={**deployment.relations, "grant": kept}),
-        requests,
-        context.progress,
-        witnesses=False,
     )
+    after = facade.decide(context.spark, engine, deployment.without(gone), requests, context.progress, witnesses=False)
     denied = after.table.where(F.col("decision") == "deny").select("rid")
     changed = before.where(F.col("decision") == "allow").join(denied, on="rid", how="left_semi")
     count = changed.count()

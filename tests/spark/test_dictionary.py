@@ -1,7 +1,7 @@
 """The pipeline's dictionary: every string a run holds, with its code, and the collision check.
 
 Ids are evaluated as 64-bit hashes; two strings of one run that share a code would be one id
-to the engine, so the run refuses them (``privilog.pipeline.evaluate.dictionary``). No two real
+to the engine, so the run refuses them (``privilog.engine.spark.decide.dictionary``). No two real
 strings are known to share an xxhash64, so the collisions here come from an encoding passed in
 that gives two chosen strings one code.
 """
@@ -32,11 +32,11 @@ REQUESTS = [
 
 def _run(spark: SparkSession, code: Any = None) -> dict[int, str]:
     from privilog.engine.program import compile_policy
+    from privilog.engine.spark.decide import dictionary
     from privilog.engine.spark.evaluate import SparkEngine
     from privilog.engine.spark.session import released
     from pyspark.sql import functions as F
 
-    from privilog.pipeline.evaluate import dictionary
     from privilog.pipeline.inputs import Vocabulary, check_requests, load_deployment, number_requests
     from privilog.pipeline.tables import Progress
 

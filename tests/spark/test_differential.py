@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from privilog.engine.spark.evaluate import SparkEngine
     from pyspark.sql import DataFrame, SparkSession
 
-    from privilog.pipeline.inputs import Deployment
+    from privilog.pipeline.inputs import CheckedDeployment as Deployment
 
 pytestmark = pytest.mark.slow
 
@@ -130,7 +130,8 @@ class Pipeline:
 @pytest.fixture(scope="module", params=DECIDED)
 def run(request: pytest.FixtureRequest, spark: SparkSession, generated: Callable[..., Batch]) -> Pipeline:
     """A batch of generated worlds and requests decided by the pipeline's functions under one policy."""
-    from privilog.pipeline.evaluate import decide_all
+    from privilog.engine.spark.decide import decide_all
+
     from privilog.pipeline.inputs import check_requests, number_requests
     from privilog.pipeline.tables import Progress
 
@@ -457,7 +458,8 @@ def _listing_policy(name: str) -> Policy:
 @pytest.fixture(scope="module", params=LISTINGS)
 def shown(request: pytest.FixtureRequest, spark: SparkSession, generated: Callable[..., Batch]) -> Shown:
     """A batch of generated worlds listed by the pipeline's functions under one policy."""
-    from privilog.pipeline.evaluate import visibility
+    from privilog.engine.spark.visibility import visibility
+
     from privilog.pipeline.tables import Progress
 
     policy = _listing_policy(request.param)

@@ -205,12 +205,12 @@ def test_the_run_holds_the_report_as_tables(both: Both) -> None:
 
 def test_the_needs_of_the_fused_plans_are_those_of_the_rounds(generated: Generated, spark: SparkSession) -> None:
     from privilog.engine.program import compile_policy
+    from privilog.engine.spark.decide import decide_all
     from privilog.engine.spark.evaluate import SparkEngine
     from privilog.engine.spark.session import released
     from pyspark.sql import functions as F
 
     from privilog import dsl
-    from privilog.pipeline.evaluate import decide_all
     from privilog.pipeline.inputs import Vocabulary, check_requests, load_deployment, number_requests
     from privilog.pipeline.tables import Progress, read_table
 
