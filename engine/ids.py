@@ -62,7 +62,7 @@ class _Shape:
 
 
 # Each type's id shape. The name's first part(s) are the parent's name.
-_SHAPES: dict[str, _Shape] = {
+SHAPES: dict[str, _Shape] = {
     "instance": _Shape(None, _PLAIN, "instance:cdap"),
     "namespace": _Shape("instance", _NAMESPACE, "namespace:ns1"),
     "artifact": _Shape("namespace", rf"{_NAMESPACE}\.{_ARTIFACT}", "artifact:ns1.etl"),
@@ -80,9 +80,9 @@ _SHAPES: dict[str, _Shape] = {
     "securekey": _Shape("namespace", rf"{_NAMESPACE}\.{_SECURE_KEY}", "securekey:ns1.password"),
     "kerberosprincipal": _Shape(None, _KERBEROS, "kerberosprincipal:alice@EXAMPLE.COM"),
 }
-_COMPILED = {name: re.compile(shape.pattern + r"\Z") for name, shape in _SHAPES.items()}
+_COMPILED = {name: re.compile(shape.pattern + r"\Z") for name, shape in SHAPES.items()}
 
-ENTITY_TYPES: tuple[str, ...] = tuple(_SHAPES)
+ENTITY_TYPES: tuple[str, ...] = tuple(SHAPES)
 PRINCIPAL_KINDS = ("user", "group", "role")
 _PRINCIPAL_NAME = re.compile(r"[A-Za-z0-9_.@\-]+\Z")
 
@@ -91,7 +91,7 @@ DEFAULT_INSTANCE = "cdap"
 
 def parent_type(type_name: str) -> str | None:
     """The type an entity of ``type_name`` sits in, by CDAP's id scheme."""
-    return _SHAPES[type_name].parent
+    return SHAPES[type_name].parent
 
 
 class EntityId(tuple[str, str]):
@@ -107,12 +107,12 @@ class EntityId(tuple[str, str]):
     def __new__(cls, type: str, name: str) -> EntityId:
         pattern = _COMPILED.get(type) if isinstance(type, str) else None
         if pattern is None:
-            hint = did_you_mean(str(type), _SHAPES) or f"entity types are {', '.join(_SHAPES)}"
+            hint = did_you_mean(str(type), SHAPES) or f"entity types are {', '.join(SHAPES)}"
             raise IdError(f"unknown entity type `{type}`: {hint}")
         if isinstance(name, str) and len(name) > _SHORT:
             _refuse_long(f"{type}:{name}")
         if not isinstance(name, str) or not pattern.match(name):
-            raise IdError(f"malformed {type} id `{type}:{name}`: expected the form `{_SHAPES[type].example}`")
+            raise IdError(f"malformed {type} id `{type}:{name}`: expected the form `{SHAPES[type].example}`")
         return tuple.__new__(cls, (type, name))
 
     @classmethod
@@ -148,10 +148,10 @@ class EntityId(tuple[str, str]):
         type_name, colon, name = text.partition(":")
         if not colon:
             raise IdError(f"malformed entity id `{text}`: expected TYPE:NAME, such as `namespace:ns1`")
-        if type_name not in _SHAPES:
-            hint = did_you_mean(type_name, _SHAPES) or f"entity types are {', '.join(_SHAPES)}"
+        if type_name not in SHAPES:
+            hint = did_you_mean(type_name, SHAPES) or f"entity types are {', '.join(SHAPES)}"
             raise IdError(f"unknown entity type `{type_name}` in `{text}`: {hint}")
-        shape = _SHAPES[type_name]
+        shape = SHAPES[type_name]
         if not _COMPILED[type_name].match(name):
             if "*" in name or "?" in name:
                 raise IdError(f"`{text}` is a wildcard: only a grant may name one; here name one {type_name}")
@@ -172,7 +172,7 @@ class EntityId(tuple[str, str]):
     def parent(self, instance: str = DEFAULT_INSTANCE) -> EntityId | None:
         """The entity this one sits in, or None at the top."""
         kind, name = self
-        parent = _SHAPES[kind].parent
+        parent = SHAPES[kind].parent
         if parent is None:
             return None
         if parent == "instance":

@@ -35,7 +35,7 @@ from functools import lru_cache
 from privilog.dsl.errors import PrivilogError
 from privilog.dsl.ir import Atom, Const, Rule
 from privilog.dsl.limits import WILDCARD_TRIES, LimitError
-from privilog.engine.ids import _SHAPES, _SHORT, EntityId, IdError, _refuse_long
+from privilog.engine.ids import _SHORT, SHAPES, EntityId, IdError, _refuse_long
 
 WILDCARDS = "*?"
 
@@ -58,7 +58,7 @@ def _wild(pattern: str) -> str:
     return widened.replace("(mapreduce|", r"([a-z*?]*[*?][a-z*?]*|mapreduce|")
 
 
-_SHAPES_WILD = {name: re.compile(_wild(shape.pattern) + r"\Z") for name, shape in _SHAPES.items()}
+_SHAPES_WILD = {name: re.compile(_wild(shape.pattern) + r"\Z") for name, shape in SHAPES.items()}
 
 
 def parse_pattern(text: str) -> EntityId:
@@ -79,7 +79,7 @@ def parse_pattern(text: str) -> EntityId:
         EntityId.parse(text)  # the unknown type, said as a plain id's
         raise IdError(f"unknown entity type in `{text}`")  # pragma: no cover - parse raised
     if not shape.match(name):
-        example = _SHAPES[type_name].example
+        example = SHAPES[type_name].example
         raise IdError(
             f"malformed {type_name} pattern `{text}`: expected the form `{example}`, "
             "with `*` (any run of characters) or `?` (one character) inside its parts"
@@ -126,7 +126,7 @@ def java_regex(pattern: EntityId) -> str:
 
 def wild_shape(type_name: str) -> str:
     """The regex of a type's names with wildcards allowed in each part (what a grant may name)."""
-    return _wild(_SHAPES[type_name].pattern)
+    return _wild(SHAPES[type_name].pattern)
 
 
 def matches(pattern: EntityId, entity: EntityId) -> bool:

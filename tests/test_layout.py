@@ -265,17 +265,92 @@ def test_pyspark_is_imported_inside_functions_so_that_importing_a_module_does_no
     assert not at_top, "PySpark imported at a module's top: " + ", ".join(sorted(at_top))
 
 
-SPARK_DOORS = ("privilog.engine.spark.facade", "privilog.engine.spark.session")  # what privilog.pipeline may import
+def _engine_surface() -> dict[str, tuple[str, ...]]:
+    """``SURFACE`` of engine/__init__.py, read as data."""
+    tree = ast.parse((ROOT / "engine" / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "SURFACE":
+            assert node.value is not None
+            surface: dict[str, tuple[str, ...]] = ast.literal_eval(node.value)
+            return surface
+    raise AssertionError("engine/__init__.py defines no SURFACE")
 
 
-def test_the_pipeline_reaches_the_spark_engine_only_through_its_facade() -> None:
-    """``privilog/pipeline/`` reads and checks inputs, writes runs and reports; evaluating is the engine's.
-    Of ``engine/spark/`` it imports the facade (and the session module, for the session it runs in)."""
-    around = [
-        f"{modules()[found.importer].relative_to(ROOT)}:{found.line}: {found.target}"
-        for found in imports()
-        if found.importer.startswith("privilog.pipeline")
-        and (_ours(found.target) or "").startswith("privilog.engine.spark")
-        and _ours(found.target) not in SPARK_DOORS
-    ]
-    assert not around, "\n".join(around)
+def _top_level_names(path: Path) -> set[str]:
+    """What ``from module import name`` can take from a module: what it defines or imports at its top."""
+    names: set[str] = set()
+    top = ast.parse(path.read_text(encoding="utf-8")).body
+    for node in [*top, *(n for block in top if isinstance(block, ast.If) for n in block.body)]:  # TYPE_CHECKING
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return names
+
+
+def test_the_face_reaches_the_engine_only_through_its_surface() -> None:
+    """The face imports from the engine only the modules and names ``engine/__init__.py`` lists; a
+    module of the surface imported whole (``from privilog.engine.spark import facade``) is used only
+    for the names listed for it."""
+    surface = _engine_surface()
+    outside = []
+    for name, path in modules().items():
+        if not _face(name):
+            continue
+        where = path.relative_to(ROOT)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        whole: dict[str, str] = {}  # a surface module imported whole: the name it is bound to -> the module
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                outside += [
+                    f"{where}:{node.lineno}: import {alias.name} (write `from privilog.engine.MODULE import NAME`)"
+                    for alias in node.names
+                    if alias.name.startswith("privilog.engine")
+                ]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("privilog.engine"):
+                module = (node.module or "").removeprefix("privilog.engine").lstrip(".")
+                for alias in node.names:
+                    inner = f"{module}.{alias.name}".lstrip(".")
+                    if inner in surface:
+                        whole[alias.asname or alias.name] = inner
+                    elif module not in surface:
+                        outside.append(f"{where}:{node.lineno}: {node.module} is not on the engine's surface")
+                    elif alias.name not in surface[module]:
+                        outside.append(f"{where}:{node.lineno}: {alias.name} is not on the engine's surface of {node.module}")
+        outside += [
+            f"{where}:{node.lineno}: {node.value.id}.{node.attr} is not on the engine's surface"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in whole
+            and node.attr not in surface[whole[node.value.id]]
+        ]
+    assert not outside, "\n".join(outside)
+
+
+def test_the_engine_surface_names_what_is_there() -> None:
+    wrong = []
+    for module, names in _engine_surface().items():
+        path = modules().get(f"privilog.engine.{module}")
+        if path is None:
+            wrong.append(f"engine/__init__.py: SURFACE names a module privilog.engine.{module} that does not exist")
+            continue
+        there = _top_level_names(path)
+        wrong += [f"engine/__init__.py: SURFACE names {module}.{n}, which is not there" for n in names if n not in there]
+        wrong += [f"engine/__init__.py: SURFACE names {module}.{n}, a private name" for n in names if n.startswith("_")]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_module_over_600_lines_says_why() -> None:
+    unexplained = []
+    for path in modules().values():
+        text = path.read_text(encoding="utf-8")
+        lines = len(text.splitlines())
+        if lines > 600 and "600 lines" not in (ast.get_docstring(ast.parse(text)) or ""):
+            unexplained.append(f"{path.relative_to(ROOT)}: {lines} lines, and its docstring does not say why")
+    assert not unexplained, "a module over 600 lines says why in its docstring (a sentence naming `600 lines`):\n" + "\n".join(
+        unexplained
+    )

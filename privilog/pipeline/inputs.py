@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from privilog.dsl.limits import LIST_ARGUMENT, WILDCARDS, LimitError
 from privilog.engine.authorizer import FALSE_WORDS, TRUE_WORDS
-from privilog.engine.ids import _SHAPES, ENTITY_TYPES, PRINCIPAL_KINDS
+from privilog.engine.ids import ENTITY_TYPES, PRINCIPAL_KINDS, SHAPES
 from privilog.engine.patterns import parse_pattern, policy_patterns, wild_shape
 from privilog.engine.spark import facade
 from privilog.pipeline.tables import SOURCE
@@ -46,7 +46,7 @@ class Vocabulary(facade.IdForms):
     @staticmethod
     def _ids(types: Iterable[str], wildcards: bool = False) -> str:
         def shape(t: str) -> str:
-            return wild_shape(t) if wildcards else _SHAPES[t].pattern
+            return wild_shape(t) if wildcards else SHAPES[t].pattern
 
         return _java("|".join(f"{t}:(?:{shape(t)})" for t in types))
 
@@ -56,7 +56,7 @@ class Vocabulary(facade.IdForms):
         from pyspark.sql import functions as F
 
         kind = self.entity_type(value)
-        examples = F.create_map(*(F.lit(x) for t, shape in _SHAPES.items() for x in (t, shape.example)))
+        examples = F.create_map(*(F.lit(x) for t, shape in SHAPES.items() for x in (t, shape.example)))
         problem = (
             F.when(value.isNull() | (value == ""), F.lit("missing entity id"))
             .when(
