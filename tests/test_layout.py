@@ -9,8 +9,11 @@
   application room but their own; only ``cli`` (and ``python -m privilog``) dispatches to them.
 * No two modules import each other, directly or around a circle: every import counts, at the top
   of a module, inside a function, or under ``TYPE_CHECKING``.
-* PySpark is imported only by ``engine.spark`` and ``privilog.pipeline``.
+* PySpark is imported only by ``engine.spark`` and ``privilog.pipeline``, and never at a module's top.
 * ``privilog check`` loads neither networkx, pyDatalog nor PySpark.
+* The face imports from the engine only what ``engine/__init__.py``'s ``SURFACE`` lists, and that table
+  names only what is there.
+* A module over 600 lines says why in its docstring.
 """
 
 from __future__ import annotations
