@@ -77,6 +77,8 @@ SURFACE: dict[str, tuple[str, ...]] = {
     "justify": ("justify",),
     "coverage": ("deriving_rules",),
     "compare": ("Comparison", "OperationDiff", "Witness"),
+    # what a change to a world would do: the accesses it takes away and gives
+    "whatif": ("Access", "Impact", "impact", "redecide"),
     "leastprivilege": ("EXACT_LIMIT", "EXAMPLES", "Evidence", "Held", "Report", "analyse", "report", "verify"),
     "accesslog": ("Rejected", "read_log"),
     # Spark, for privilog/pipeline: the facade takes DataFrames of a world and requests and gives
