@@ -191,8 +191,10 @@ def _json_rows(text: str, shown: str) -> Iterator[tuple[str, dict[str, str]]]:
         where = f"{shown}:{number}"
         try:
             data = json.loads(line)
-        except ValueError as error:
-            raise ChangeRefused(f"{where}: not a JSON object: {error} (nothing was applied)") from None
+        except json.JSONDecodeError as error:
+            raise ChangeRefused(
+                f"{where}: not a JSON object: {error.msg} at column {error.colno} (nothing was applied)"
+            ) from None
         if not isinstance(data, dict):
             raise ChangeRefused(f"{where}: a line is a JSON object such as {_EXAMPLE} (nothing was applied)")
         row: dict[str, str] = {}
