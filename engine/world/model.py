@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from privilog.dsl.errors import OneLineError, did_you_mean
 from privilog.engine.ids import DEFAULT_INSTANCE, PRINCIPAL_KINDS, EntityId, IdError, parse_principal
+from privilog.engine.patterns import parse_pattern
 from privilog.engine.world.log import Change, WorldFile
 
 ALL = "ALL"
@@ -485,7 +486,8 @@ def _values(change: Change, actions: tuple[str, ...]) -> list[Any]:
     if kind in ("grant", "revoke"):
         out: list[Any] = []
         for principal, action, entity in items:
-            out.append(Grant(parse_principal(principal), check_action(action, actions), EntityId.parse(entity)))
+            # what a grant names: an entity, or a wildcard pattern (as the world file's reader reads it)
+            out.append(Grant(parse_principal(principal), check_action(action, actions), parse_pattern(entity)))
         return out
     if kind == "member.add":
         return [check_membership(parse_principal(member), parse_principal(group)) for member, group in items]

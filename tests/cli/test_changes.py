@@ -405,3 +405,12 @@ def test_a_batch_on_postgresql_is_all_or_nothing_and_audited(
     code, out, _ = run(capsys, "entity", "remove", "namespace:marketing", "--as", "user:root", "--store", url, "--dry-run")
     assert code == 0 and "would delete namespace:marketing" in out and "lost    user:dave" in out
     assert "dataset:marketing.campaigns" in snapshot(url)["entities"]
+
+
+def test_a_wildcard_grant_logged_to_a_world_file_reads_back(world: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A grant of a pattern kept in the world's log (not yet compacted) is read back as the pattern it is."""
+    code, out, _ = run(capsys, "grant", "group:analysts", "READ", "dataset:sales.*", "--as", "user:root", "--world", str(world))
+    assert code == 0 and "granted READ on dataset:sales.* to group:analysts" in out
+    assert log_lines(world)[0]["items"] == [["group:analysts", "READ", "dataset:sales.*"]]
+    code, out, err = run(capsys, "check", "user:dave", "dataset.read", "dataset:sales.orders", "--world", str(world))
+    assert (code, err) == (0, "") and out.startswith("ALLOW")
