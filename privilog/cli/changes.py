@@ -425,7 +425,7 @@ def _answer(
 def add_target(p: argparse.ArgumentParser, what: str) -> None:
     """--world, --store, --policy and --file: what a change command (or a what-if) reads and changes."""
     p.add_argument("--world", metavar="FILE", help=f"the world file {what} (a YAML or JSON file)")
-    p.add_argument("--store", help=f"the store {what}: {STORE_HELP}")
+    p.add_argument("--store", help=f"the store {what}: " + STORE_HELP.removeprefix("a grant store: "))
     p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
     p.add_argument("--file", metavar="F", help=FILE_HELP)
 
