@@ -32,6 +32,7 @@ SURFACE: dict[str, tuple[str, ...]] = {
     # the world: read (with a place on every value, for scenario files), changed by admins, saved
     "world": (
         "ALL",
+        "BatchRefused",
         "Grant",
         "Located",
         "NotAnAdmin",

@@ -39,6 +39,15 @@ class NotAnAdmin(OneLineError):
     """Someone who is not an authorization admin tried to change grants, memberships or entities."""
 
 
+class BatchRefused(OneLineError):
+    """A batch of changes (:meth:`World.change_many`) refused whole, nothing in it made: ``index`` is
+    the change at fault (0-based), ``error`` what it raised (NotAnAdmin, WorldError, IdError)."""
+
+    def __init__(self, index: int, error: Exception):
+        super().__init__(str(error))
+        self.index, self.error = index, error
+
+
 _ACTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")  # a name, as the policy language writes one
 
 
@@ -328,8 +337,9 @@ class World:
         made in turn on a scratch copy and checked as one change is (the actor an admin there, ids,
         actions, memberships; an ``entity.delete`` of an entity that does not exist is refused);
         only when every one passed are they made here, and for a world bound to its file logged in
-        one append, under the file's lock, after others' changes are taken in. ``trusted``: no admin
-        check (a what-if, made on a copy that is never saved).
+        one append, under the file's lock, after others' changes are taken in; else
+        :class:`BatchRefused` names the change at fault. ``trusted``: no admin check (a what-if,
+        made on a copy that is never saved).
         """
         with self._changing():
             scratch = _Scratch(
@@ -342,7 +352,12 @@ class World:
                 journal=[],
                 trusting=trusted,
             )
-            done = [scratch._make(actor, kind, list(items)) for kind, items in changes]
+            done = []
+            for index, (kind, items) in enumerate(changes):
+                try:
+                    done.append(scratch._make(actor, kind, list(items)))
+                except OneLineError as error:  # IdError, WorldError, NotAnAdmin: nothing made here
+                    raise BatchRefused(index, error) from None
             logged = scratch.journal or []
             following = self.following
             if self.path is not None and following is not None and logged:

@@ -236,28 +236,25 @@ def copy_world(world: Any) -> Any:
 def simulate(before: Any, actor: str, planned: Sequence[Planned], trusted: bool = False) -> tuple[Any, list[Any]]:
     """``before``'s copy with the changes made (all or none), and what each changed; a change
     refused is a :class:`ChangeRefused` naming its line (``trusted``: made whoever asks)."""
+    from privilog.engine.world import BatchRefused
+
     after = copy_world(before)
     try:
         done = after.change_many(actor, [(p.asked.kind, p.asked.items) for p in planned], trusted=trusted)
-    except PrivilogError as error:
-        raise located(before, actor, planned, error, trusted) from None
+    except BatchRefused as refused:
+        raise located(planned, refused) from None
     return after, done
 
 
-def located(before: Any, actor: str, planned: Sequence[Planned], error: Exception, trusted: bool) -> Exception:
-    """The error of a refused batch, naming the line at fault: found by making the changes one at a
-    time on a copy of ``before`` (an actor who is no admin is the whole batch's fault)."""
+def located(planned: Sequence[Planned], refused: Any) -> ChangeRefused:
+    """The error of a batch a world refused (:class:`engine.world.BatchRefused`), naming the line at
+    fault (an actor who is no admin is the whole batch's fault)."""
     from privilog.engine.world import NotAnAdmin
 
-    if isinstance(error, NotAnAdmin):
-        return ChangeRefused(f"{error} (nothing was applied)")
-    scratch = copy_world(before)
-    for plan in planned:
-        try:
-            scratch.change_many(actor, [(plan.asked.kind, plan.asked.items)], trusted=trusted)
-        except PrivilogError as found:
-            return ChangeRefused(plan.label(f"{found} (nothing was applied)"))
-    return ChangeRefused(f"{error} (nothing was applied)")
+    text = f"{refused.error} (nothing was applied)"
+    if isinstance(refused.error, NotAnAdmin) and refused.index == 0:
+        return ChangeRefused(text)
+    return ChangeRefused(planned[refused.index].label(text))
 
 
 # ---- the commands -------------------------------------------------------------------------------
@@ -355,11 +352,13 @@ def _on_world(path: str, policy: Any, actor: str, planned: list[Planned], dry: b
 
     if dry:
         return _dry(policy, load_world_for(policy, path), actor, planned), path
+    from privilog.engine.world import BatchRefused
+
     world = load_world_for(policy, path, bind=True)
     try:
         done = world.change_many(actor, [(p.asked.kind, p.asked.items) for p in planned])
-    except PrivilogError as error:
-        raise located(world, actor, planned, error, trusted=False) from None
+    except BatchRefused as refused:
+        raise located(planned, refused) from None
     return ([(p, d, None) for p, d in zip(planned, done, strict=True)], None), path
 
 
