@@ -64,25 +64,26 @@ class Planned:
 # ---- reading the changes --------------------------------------------------------------------------
 
 
-def read_changes(args: argparse.Namespace, parser: Any, kind: str, words: Sequence[str]) -> list[Planned]:
+def read_changes(
+    args: argparse.Namespace, parser: Any, kind: str, words: Sequence[str], whatif: bool = False
+) -> list[Planned]:
     """The changes a command names: its words (``kind`` the command's), or --file's lines; ``parser``
-    is an authorizer, to read entities as its policy does."""
+    is an authorizer, to read entities as its policy does (``whatif``: for ``privilog whatif``)."""
     from privilog.repl import words as said
 
     if getattr(args, "file", None) is not None:
         if words:
-            raise UsageError(f"privilog {_name(kind)}: give the change on the command line or --file, not both")
+            raise UsageError(f"privilog {_name(kind)}: give the change on the command line or in --file, not both")
         return list(_file_changes(args.file, parser, kind))
-    if not words:
-        raise UsageError(f"privilog {_name(kind)}: name the change ({USAGE[kind]}) or give --file F")
+    command = f"privilog {'whatif ' if whatif else ''}{_name(kind)}"
+    example = f"{command} {EXAMPLES[kind]}{'' if whatif else ' --as user:root'} --store authz.db"
+    short = (kind in ("grant", "revoke") and len(words) < 3) or (kind.startswith("member.") and len(words) != 2)
+    if not words or short:
+        raise UsageError(f"{command}: name the change as {USAGE[kind]}, or give --file F (for example: {example})")
     try:
         if kind in ("grant", "revoke"):
-            if len(words) < 3:
-                raise UsageError(f"privilog {kind}: {USAGE[kind]}")
             return [Planned(None, said.grants(parser, kind, words[0], words[1], words[2:]))]
         if kind.startswith("member."):
-            if len(words) != 2:
-                raise UsageError(f"privilog {_name(kind)}: {USAGE[kind]}")
             return [Planned(None, said.membership(kind, words[0], words[1]))]
         return [Planned(None, asked) for asked in said.entities(parser, kind, words)]
     except PrivilogError as error:
@@ -101,6 +102,14 @@ def _name(kind: str) -> str:
     return kind.replace(".", " ").replace("delete", "remove")
 
 
+EXAMPLES = {
+    "grant": "user:bob READ,WRITE dataset:sales.orders",
+    "revoke": "user:bob WRITE dataset:sales.orders",
+    "member.add": "user:bob group:analysts",
+    "member.remove": "user:bob group:analysts",
+    "entity.add": "dataset:sales.returns",
+    "entity.delete": "dataset:sales.returns",
+}
 USAGE = {
     "grant": "PRINCIPAL ACTION[,ACTION] ENTITY...",
     "revoke": "PRINCIPAL ACTION[,ACTION] ENTITY...",

@@ -40,6 +40,8 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         raise UsageError("privilog whatif: a what-if changes nothing, so it is made as no one: drop `as ADMIN`")
     world_path, url = target(args, kind)
     policy = dsl.load_policy(args.policy)
+    parser = Authorizer(policy, World())  # reads the changes' entities and the log's requests as the policy does
+    planned = read_changes(args, parser, kind, words, whatif=True)
     if url is not None:
         from privilog.store import open_store
 
@@ -47,8 +49,6 @@ def cmd_whatif(args: argparse.Namespace) -> int:
             before = store.snapshot()[0]
     else:
         before = load_world_for(policy, world_path)
-    parser = Authorizer(policy, World())  # reads the changes' entities and the log's requests as the policy does
-    planned = read_changes(args, parser, kind, words)
     after, done = simulate(before, "whatif", planned, trusted=True)
     found = impact(policy, before, after, backend=args.backend)
     redecided: list[Any] | None = None

@@ -414,3 +414,29 @@ def test_a_wildcard_grant_logged_to_a_world_file_reads_back(world: Path, capsys:
     assert log_lines(world)[0]["items"] == [["group:analysts", "READ", "dataset:sales.*"]]
     code, out, err = run(capsys, "check", "user:dave", "dataset.read", "dataset:sales.orders", "--world", str(world))
     assert (code, err) == (0, "") and out.startswith("ALLOW")
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["member", "add", "user:bob", "--as", "user:root", "--store", "a.db"],
+         "name the change as MEMBER GROUP_OR_ROLE, or give --file F (for example:"),
+        (["grant", "user:bob", "READ", "--as", "user:root", "--store", "a.db"],
+         "name the change as PRINCIPAL ACTION[,ACTION] ENTITY..."),
+        (["grant", "user:bob", "READ", "dataset:a.b", "--file", "x.csv", "--as", "user:root", "--store", "a.db"],
+         "on the command line or in --file, not both"),
+        (["grant", "user:bob", "READ", "dataset:a.b", "as", "user:x", "--as", "user:root", "--store", "a.db"],
+         "not both"),
+        (["grant", "user:bob", "READ", "dataset:a.b", "--as", "root", "--store", "a.db"], "--as: malformed principal"),
+        (["entity", "remove", "dataset:a.b", "--as", "user:root", "--world", "w.yaml", "--store", "a.db"],
+         "give --world or --store, not both"),
+        (["grant", "user:bob", "READ", "dataset:a.b", "--as", "user:root"], "name the world file (--world FILE) or"),
+        (["whatif", "grant", "user:bob", "READ", "--store", "a.db"], "privilog: whatif grant: name the change as"),
+    ],
+)
+def test_a_command_line_that_does_not_name_one_change_says_how(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PRIVILOG_STORE", raising=False)
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, "") and says in err and len(err.splitlines()) == 1
