@@ -32,6 +32,7 @@ SURFACE: dict[str, tuple[str, ...]] = {
     # the world: read (with a place on every value, for scenario files), changed by admins, saved
     "world": (
         "ALL",
+        "TABLE_SUFFIX",
         "BatchRefused",
         "Grant",
         "Located",
@@ -47,6 +48,7 @@ SURFACE: dict[str, tuple[str, ...]] = {
         "read_config",
         "save_world",
         "world_from_data",
+        "write_tables",
     ),
     # one policy over one world, and its answers as data
     "authorizer": ("Authorizer", "FALSE_WORDS", "RequestError", "TRUE_WORDS"),

@@ -13,7 +13,8 @@ authorization admin. The package, in the order a world is read:
 * :mod:`~engine.world.following`: a world following its file (its log replayed, others'
   changes taken in, its own logged under the file's lock, compacted), and ``save_world``;
 * :mod:`~engine.world.writing` and :mod:`~engine.world.yamlsave`: a world as its file's text,
-  edited in place; :mod:`~engine.world.log`: the change log and the lock.
+  edited in place; :mod:`~engine.world.log`: the change log and the lock;
+* :mod:`~engine.world.tables`: a world written as a folder of tables (CSV, JSON lines, Parquet).
 
 A world bound to its file is not a store dialect (:mod:`privilog.store`), though both keep
 the same changes durably: a store is a deployment's database of record, with an audit log of
@@ -42,9 +43,11 @@ from privilog.engine.world.model import (
     check_membership,
 )
 from privilog.engine.world.readers import parse_world, read_config, world_from_data
+from privilog.engine.world.tables import TABLE_SUFFIX, write_tables
 
 __all__ = [
     "ALL",
+    "TABLE_SUFFIX",
     "BatchRefused",
     "Grant",
     "Located",
@@ -62,4 +65,5 @@ __all__ = [
     "read_config",
     "save_world",
     "world_from_data",
+    "write_tables",
 ]

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from privilog.cli.options import add_arg, add_common, given_store, load_authorizer, request_args
+from privilog.cli.options import WORLD_HELP, add_arg, add_common, given_store, load_authorizer, request_args
 from privilog.cli.store import STORE_HELP
 from privilog.usage import EXIT_BAD_INPUT, EXIT_DENY, EXIT_INTERNAL, EXIT_OK, CommandParser, UsageError
 
@@ -296,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     text = "an interactive session: check, why, whynot, list, who, Datalog queries, grants, rules"
     p = sub.add_parser("repl", help=text, description=text + " (type `help` inside)")
     p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
-    p.add_argument("--world", help="a world file (YAML or JSON); default: an empty world")
+    p.add_argument("--world", help=WORLD_HELP)
     p.add_argument("--store", help=STORE_HELP + "; grants and entity changes are made there, durably")
     p.set_defaults(run=cmd_repl)
     from privilog.cli import completion, graph, serve, store

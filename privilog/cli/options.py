@@ -15,12 +15,14 @@ from privilog.cli.store import STORE_HELP, store_url
 from privilog.engine.decision import gathered
 from privilog.usage import UsageError
 
+WORLD_HELP = "a world: a YAML or JSON file, or a folder of CSV, JSON-lines or Parquet tables"
+
 
 def add_common(p: argparse.ArgumentParser, world: bool = True) -> None:
     """Add --policy, and (``world``) --world, --store and --backend."""
     p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
     if world:
-        p.add_argument("--world", help="a world file (YAML or JSON); default: an empty world")
+        p.add_argument("--world", help=WORLD_HELP)
         p.add_argument("--store", help=STORE_HELP)
         p.add_argument(
             "--backend",

@@ -24,6 +24,7 @@ from typing import Any
 from privilog.dsl.errors import PrivilogError
 from privilog.usage import EXIT_OK, UsageError
 
+TABLE_FORMATS = ("csv", "jsonl", "parquet")  # store export --format: a folder of tables (engine.world.tables)
 STORE_HELP = "a grant store: a SQLite file (authz.db, sqlite:PATH) or postgresql://...; default $PRIVILOG_STORE"
 
 
@@ -92,6 +93,18 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     with _open(args) as store:
         world, seq = store.snapshot()
+    if args.format in TABLE_FORMATS:
+        from pathlib import Path
+
+        from privilog.engine.world import write_tables
+
+        if not args.out:
+            raise UsageError(
+                f"privilog store: export --format {args.format} writes a folder of tables; name it with --out DIR"
+            )
+        written = ", ".join(p.name for p in write_tables(world, Path(args.out), args.format))
+        print(f"exported {store.url} (change {seq}) to {args.out}: {written}", file=sys.stderr)
+        return EXIT_OK
     data = world.to_data()
     text = (
         json.dumps(data, indent=1) + "\n"
@@ -182,14 +195,23 @@ def register(sub: Any) -> None:
     q.set_defaults(run=cmd_init)
 
     q = commands.add_parser("import", help="add everything in a world file to the store, in one transaction")
-    q.add_argument("world", metavar="WORLD", help="a world file (YAML, JSON) or a folder of tables")
+    q.add_argument(
+        "world", metavar="WORLD", help="a world file (YAML, JSON) or a folder of tables (CSV, JSON lines, Parquet)"
+    )
     common(q)
     q.set_defaults(run=cmd_import)
 
     q = commands.add_parser("export", help="the store's world, as a world file")
     common(q)
-    q.add_argument("--format", choices=("yaml", "json"), default="yaml", help="the file's format (default yaml)")
-    q.add_argument("--out", metavar="FILE", help="write to FILE (atomically) instead of standard output")
+    q.add_argument(
+        "--format",
+        choices=("yaml", "json", *TABLE_FORMATS),
+        default="yaml",
+        help="a world file (yaml, the default, or json), or a folder of tables (csv, jsonl, parquet) at --out DIR",
+    )
+    q.add_argument(
+        "--out", metavar="PATH", help="write to PATH (atomically) instead of standard output; a folder for tables"
+    )
     q.set_defaults(run=cmd_export)
 
     q = commands.add_parser("audit", help="the audit log: every change asked of the store, applied or refused")
