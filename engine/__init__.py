@@ -33,6 +33,7 @@ SURFACE: dict[str, tuple[str, ...]] = {
     "world": (
         "ALL",
         "TABLE_SUFFIX",
+        "BatchRefused",
         "Grant",
         "Located",
         "NotAnAdmin",

@@ -4,7 +4,7 @@
 every access a user holds on one side and not the other, as lost and gained accesses. The
 accesses asked about are those :meth:`engine.compare.Comparison.compare_world` asks about:
 every user of either world, every operation of the policy (without arguments), on every
-entity that exists or is granted on, in either world.
+entity that exists or is granted on (by name, not by a wildcard), in either world.
 
 :func:`redecide` re-decides logged requests on both worlds and keeps those decided
 differently.
@@ -20,6 +20,7 @@ from privilog.dsl.ir import Policy
 from privilog.engine.authorizer import Authorizer
 from privilog.engine.decision import Request
 from privilog.engine.ids import EntityId
+from privilog.engine.patterns import is_pattern
 from privilog.engine.world import World
 
 
@@ -71,9 +72,8 @@ def _accesses(authorizer: Authorizer, principals: Sequence[str], entities: Seque
 def impact(policy: Policy, before: World, after: World, backend: str = "compiled") -> Impact:
     """The accesses that differ between ``before`` and ``after`` under ``policy``: each world decided whole."""
     principals = sorted(p for p in before.principals() | after.principals() if p.startswith("user:"))
-    entities = sorted(
-        before.existing() | after.existing() | {g.entity for g in before.grants} | {g.entity for g in after.grants}
-    )
+    granted = {g.entity for g in before.grants | after.grants if not is_pattern(g.entity)}  # not a wildcard
+    entities = sorted(before.existing() | after.existing() | granted)
     old = _accesses(Authorizer(policy, before, backend=backend), principals, entities)
     new = _accesses(Authorizer(policy, after, backend=backend), principals, entities)
     return Impact(tuple(sorted(old - new)), tuple(sorted(new - old)))

@@ -32,13 +32,23 @@ from privilog.engine.world.following import save_world
 from privilog.engine.world.load import load_world
 from privilog.engine.world.located import Located, WorldReader, compose, parse_located
 from privilog.engine.world.log import WorldFile
-from privilog.engine.world.model import ALL, Grant, NotAnAdmin, World, WorldError, check_action, check_membership
+from privilog.engine.world.model import (
+    ALL,
+    BatchRefused,
+    Grant,
+    NotAnAdmin,
+    World,
+    WorldError,
+    check_action,
+    check_membership,
+)
 from privilog.engine.world.readers import parse_world, read_config, world_from_data
 from privilog.engine.world.tables import TABLE_SUFFIX, write_tables
 
 __all__ = [
     "ALL",
     "TABLE_SUFFIX",
+    "BatchRefused",
     "Grant",
     "Located",
     "NotAnAdmin",

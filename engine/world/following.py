@@ -43,8 +43,12 @@ class Following:
 
     def log(self, change: Change) -> None:
         """Append a change to the file's log, fsynced (the lock is held)."""
-        self.end = self.file.append([change], self.end)
-        self.lines += 1
+        self.log_all([change])
+
+    def log_all(self, changes: list[Change]) -> None:
+        """Append changes to the file's log in one write, fsynced (the lock is held)."""
+        self.end = self.file.append(changes, self.end)
+        self.lines += len(changes)
 
     def grown(self) -> bool:
         """Whether the log has grown past its bound (:func:`engine.world.log.log_bound`): time to compact it."""

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from privilog.dsl.errors import OneLineError, did_you_mean
 from privilog.engine.ids import DEFAULT_INSTANCE, PRINCIPAL_KINDS, EntityId, IdError, parse_principal
+from privilog.engine.patterns import parse_pattern
 from privilog.engine.world.log import Change, WorldFile
 
 ALL = "ALL"
@@ -36,6 +37,15 @@ class WorldError(OneLineError):
 
 class NotAnAdmin(OneLineError):
     """Someone who is not an authorization admin tried to change grants, memberships or entities."""
+
+
+class BatchRefused(OneLineError):
+    """A batch of changes (:meth:`World.change_many`) refused whole, nothing in it made: ``index`` is
+    the change at fault (0-based), ``error`` what it raised (NotAnAdmin, WorldError, IdError)."""
+
+    def __init__(self, index: int, error: Exception):
+        super().__init__(str(error))
+        self.index, self.error = index, error
 
 
 _ACTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")  # a name, as the policy language writes one
@@ -92,6 +102,9 @@ class Keeper(Protocol):
 
     def log(self, change: Change) -> None:
         """Append a change to the file's log (the lock is held)."""
+
+    def log_all(self, changes: list[Change]) -> None:
+        """Append several changes to the file's log in one write (the lock is held)."""
 
     def grown(self) -> bool:
         """Whether the log has grown past its bound: time to compact it into the file."""
@@ -313,6 +326,73 @@ class World:
             self.entities.difference_update(doomed)
         return doomed
 
+    def change_many(
+        self, actor: str, changes: Iterable[tuple[str, Iterable[Any]]], trusted: bool = False
+    ) -> list[list[Any]]:
+        """Make several changes as ``actor``, all or none; what each changed, in order.
+
+        ``changes`` are (kind, items): ``grant`` and ``revoke`` of Grants, ``member.add`` and
+        ``member.remove`` of (member, group) pairs, ``entity.add`` and ``entity.delete`` of EntityIds
+        (what a delete changed: every entity it deleted, the one named and those inside it). Each is
+        made in turn on a scratch copy and checked as one change is (the actor an admin there, ids,
+        actions, memberships; an ``entity.delete`` of an entity that does not exist is refused);
+        only when every one passed are they made here, and for a world bound to its file logged in
+        one append, under the file's lock, after others' changes are taken in; else
+        :class:`BatchRefused` names the change at fault. ``trusted``: no admin check (a what-if,
+        made on a copy that is never saved).
+        """
+        with self._changing():
+            scratch = _Scratch(
+                entities=set(self.entities),
+                grants=set(self.grants),
+                members=set(self.members),
+                admins=set(self.admins),
+                instance=self.instance,
+                actions=self.actions,
+                journal=[],
+                trusting=trusted,
+            )
+            done = []
+            for index, (kind, items) in enumerate(changes):
+                try:
+                    done.append(scratch._make(actor, kind, list(items)))
+                except OneLineError as error:  # IdError, WorldError, NotAnAdmin: nothing made here
+                    raise BatchRefused(index, error) from None
+            logged = scratch.journal or []
+            following = self.following
+            if self.path is not None and following is not None and logged:
+                following.log_all(logged)
+            elif self.journal is not None:
+                self.journal.extend(logged)
+            for change in logged:
+                self._tell(change.kind, self._apply(change, "<change>"))
+        return done
+
+    def _make(self, actor: str, kind: str, items: list[Any]) -> list[Any]:
+        """One change of :meth:`change_many`, made here."""
+        if kind == "grant":
+            return self.grant(actor, items)
+        if kind == "revoke":
+            return self.revoke(actor, items)
+        if kind == "member.add":
+            return self.add_members(actor, items)
+        if kind == "member.remove":
+            return self.remove_members(actor, items)
+        if kind == "entity.add":
+            new = [e for e in dict.fromkeys(items) if e not in self.entities]
+            for entity in dict.fromkeys(items):
+                self.add_entity(actor, entity)
+            return new
+        if kind == "entity.delete":
+            doomed: set[EntityId] = set()
+            for entity in dict.fromkeys(items):
+                if not isinstance(entity, EntityId) or entity not in self.existing():
+                    raise WorldError(f"no entity {entity} in the world: nothing to delete")
+                doomed |= self.delete_entity(actor, entity)
+            return sorted(doomed)
+        raise WorldError(f"unknown change `{kind}` (the changes are grant, revoke, member.add, member.remove, "
+                         "entity.add, entity.delete)")
+
     # ---- changes made here, kept by what keeps the world's file (engine.world.following) ----------
 
     @contextmanager
@@ -394,6 +474,17 @@ class World:
         )
 
 
+@dataclass
+class _Scratch(World):
+    """The copy :meth:`World.change_many` makes its changes on first; ``trusting``: of any actor."""
+
+    trusting: bool = field(default=False, compare=False, repr=False)
+
+    def _require_admin(self, actor: str, what: str = "grants") -> None:
+        if not self.trusting:
+            super()._require_admin(actor, what)
+
+
 def _grant_row(grant: Grant) -> tuple[str, str, str]:
     return grant.principal, grant.action, str(grant.entity)
 
@@ -410,7 +501,8 @@ def _values(change: Change, actions: tuple[str, ...]) -> list[Any]:
     if kind in ("grant", "revoke"):
         out: list[Any] = []
         for principal, action, entity in items:
-            out.append(Grant(parse_principal(principal), check_action(action, actions), EntityId.parse(entity)))
+            # what a grant names: an entity, or a wildcard pattern (as the world file's reader reads it)
+            out.append(Grant(parse_principal(principal), check_action(action, actions), parse_pattern(entity)))
         return out
     if kind == "member.add":
         return [check_membership(parse_principal(member), parse_principal(group)) for member, group in items]

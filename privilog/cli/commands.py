@@ -286,8 +286,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Commands that live in their own modules register themselves here; each module's
     # `register(sub)` adds its parsers with `set_defaults(run=...)`.
-    from privilog.cli import ask, prove, unused
+    from privilog.cli import ask, changes, prove, unused, whatif
 
+    changes.register(sub)  # grant, revoke, member, entity
+    whatif.register(sub)
     ask.register(sub)
     prove.register(sub)
     unused.register(sub)

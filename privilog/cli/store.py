@@ -8,7 +8,8 @@ path (``authz.db``, ``sqlite:authz.db``) or a PostgreSQL URL.
 store's file (or connect to its database as its owner) may make the first
 admins, as whoever can run ``initdb`` may make the first database user. They
 are logged with the operating-system user as their actor. Every other change
-goes through an authorization admin: the REPL on ``--store``, or the server.
+goes through an authorization admin: ``privilog grant`` (revoke, member, entity)
+``--as ADMIN``, the REPL on ``--store``, or the server.
 """
 
 from __future__ import annotations

@@ -9,37 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from privilog.dsl.errors import did_you_mean
-from privilog.engine.ids import EntityId, IdError, parse_principal
+from privilog.engine.ids import EntityId
 from privilog.engine.world import ALL, Grant
 from privilog.render.notes import closest
+from privilog.repl import words as shared
 from privilog.repl.command import Line
 from privilog.repl.state import ReplError, SessionState, count
-
-
-def _principal(text: str) -> str:
-    try:
-        return parse_principal(text)
-    except IdError as error:
-        raise ReplError(str(error)) from None
-
-
-def _actions(session: SessionState, word: str) -> list[str]:
-    """The actions of ``READ,WRITE`` or ``ALL``, each one the policy knows."""
-    actions: list[str] = []
-    known = session.policy.actions
-    for name in filter(None, word.split(",")):
-        if name == ALL:
-            actions.extend(known)
-        elif name in known:
-            actions.append(name)
-        else:
-            hint = did_you_mean(name, [*known, ALL])
-            hint = hint or f"the actions are {', '.join(known)} and ALL"
-            raise ReplError(f"unknown action `{name}`: {hint}")
-    if not actions:
-        raise ReplError("name an action, such as READ, or ALL")
-    return actions
 
 
 def _actor(session: SessionState, line: Line, verb: str, words: list[str], what: str) -> tuple[str, list[str]]:
@@ -53,7 +28,7 @@ def _actor(session: SessionState, line: Line, verb: str, words: list[str], what:
     at = words.index("as")
     if len(words) != at + 2:
         raise line.misused()
-    return _principal(words[at + 1]), words[:at]
+    return shared.principal(words[at + 1]), words[:at]
 
 
 # ---- grants --------------------------------------------------------------------------
@@ -74,11 +49,7 @@ def _change_grants(session: SessionState, line: Line, verb: str) -> str:
     actor, before = _actor(session, line, verb, words, "grants")
     if len(before) < 3:
         raise line.misused()
-    at = len(before)
-    principal = _principal(words[0])
-    actions = _actions(session, words[1])
-    entities = [session.authorizer.granted_entity(w) for w in words[2:at]]
-    grants = [Grant(principal, a, e) for e in entities for a in actions]
+    grants = list(shared.grants(session.authorizer, verb, words[0], words[1], before[2:]).items)
     if session.deployment is not None:
         rows = [[g.principal, g.action, str(g.entity)] for g in grants]
         entry = session.store_change(actor, verb, rows)
@@ -92,28 +63,12 @@ def _change_grants(session: SessionState, line: Line, verb: str) -> str:
 
 
 def _grant_report(session: SessionState, verb: str, grants: list[Grant], changed: list[Grant]) -> str:
-    lines = []
-    done, to = ("granted", "to") if verb == "grant" else ("revoked", "from")
-    for (principal, action), entities in _by_holder(changed).items():
-        lines.append(f"{done} {action} on {', '.join(entities)} {to} {principal}")
-    unchanged = [g for g in grants if g not in changed]
-    for (principal, action), entities in _by_holder(unchanged).items():
-        if verb == "grant":
-            lines.append(f"{principal} already holds {action} on {', '.join(entities)}")
-        else:
-            lines.append(f"{principal} holds no {action} on {', '.join(entities)}: nothing to revoke")
+    lines = shared.grant_answer(verb, grants, changed)
     if verb == "grant":
         exists = session.authorizer.inventory.exists
         for entity in sorted({g.entity for g in changed if not exists(g.entity)}):
             lines.append(f"note: {entity} does not exist yet; the grant applies once it is created")
     return "\n".join(lines)
-
-
-def _by_holder(grants: Sequence[Grant]) -> dict[tuple[str, str], list[str]]:
-    grouped: dict[tuple[str, str], list[str]] = {}
-    for grant in sorted(grants):
-        grouped.setdefault((grant.principal, grant.action), []).append(str(grant.entity))
-    return grouped
 
 
 # ---- entities ------------------------------------------------------------------------
@@ -183,9 +138,7 @@ def member(session: SessionState, line: Line) -> str:
     actor, before = _actor(session, line, f"member {words[0]}", words[1:], "memberships")
     if len(before) != 2:
         raise line.misused()
-    pair = (_principal(before[0]), _principal(before[1]))
-    if pair[0] == pair[1]:
-        raise ReplError(f"{pair[0]} cannot be a member of itself")
+    (pair,) = shared.membership(f"member.{words[0]}", before[0], before[1]).items
     adding = words[0] == "add"
     if session.deployment is not None:
         changed = bool(session.store_change(actor, f"member.{words[0]}", [list(pair)]).items)

@@ -69,6 +69,19 @@ class StoreUnavailable(StoreError):
     retry_after = 1  # seconds a client waits before asking again
 
 
+class BatchRefused(StoreError):
+    """A batch of changes (:meth:`Store.change_many`) refused whole: nothing in it was applied.
+
+    ``index`` is the change at fault (0-based; None when the batch as a whole was refused, as
+    for an actor who is not an admin), ``error`` what that change alone would have raised
+    (:class:`~engine.world.NotAnAdmin`, :class:`StoreError` or an ``IdError``).
+    """
+
+    def __init__(self, index: int | None, error: Exception):
+        super().__init__(str(error))
+        self.index, self.error = index, error
+
+
 class StoreFull(StoreError):
     """The store's disk (or database) has no room for the change: nothing was changed. The server
     answers 507 naming the cause."""
@@ -310,6 +323,25 @@ class Store(ABC):
         """
 
     @abstractmethod
+    def change_many(
+        self,
+        actor: str,
+        changes: Iterable[tuple[str, Iterable[Any]]],
+        request_id: str = "",
+        *,
+        trusted: bool = False,
+        strict: bool = True,
+    ) -> list[Change]:
+        """Apply several changes (``(kind, items)``, of any kinds) as ``actor`` in ONE transaction, all or
+        nothing; their log entries, one each, in order, as :meth:`change` logs one.
+
+        If any change is refused (the actor no admin, an item malformed, the store's own rules; with
+        ``strict``, an ``entity.delete`` of an entity the store does not hold), none is applied, every
+        change asked is logged as refused (the one at fault with its reason, the others naming it), and
+        :class:`BatchRefused` is raised.
+        """
+
+    @abstractmethod
     def roles(self) -> list[str]:
         """Every role created (or joined), sorted."""
 
@@ -379,6 +411,7 @@ __all__ = [
     "ENGINE_KINDS",
     "KINDS",
     "SCHEMA_VERSION",
+    "BatchRefused",
     "Change",
     "NotAnAdmin",
     "Store",

@@ -17,6 +17,9 @@ Tables (schema version 1):
 * ``changes(seq, at, actor, kind, items, asked, request_id, outcome)``: the
   audit log and the change log in one, append-only (triggers refuse updates
   and deletes where the database has them).
+
+The module is over 600 lines because it is the one place the store's SQL is written: the
+statements beside the transactions that run them, which a split would put in two files.
 """
 
 from __future__ import annotations
@@ -36,7 +39,9 @@ from privilog.engine.world import NotAnAdmin, World, world_from_data
 from .base import (
     IMPORT,
     KINDS,
+    MAX_ITEMS,
     SCHEMA_VERSION,
+    BatchRefused,
     Change,
     Store,
     StoreError,
@@ -107,11 +112,12 @@ def schema_v1(keyed: str, serial: str) -> list[str]:
 
 
 class _Refusal(Exception):
-    """A change refused inside its transaction: raised to roll it back, then logged and re-raised."""
+    """A change refused inside its transaction (the one at ``index`` of its batch; None: the whole batch):
+    raised to roll it back, then logged and re-raised."""
 
-    def __init__(self, reason: str, error: Exception):
+    def __init__(self, reason: str, error: Exception, index: int | None):
         super().__init__(reason)
-        self.reason, self.error = reason, error
+        self.reason, self.error, self.index = reason, error, index
 
 
 def top_of(entity: EntityId) -> str:
@@ -294,51 +300,86 @@ class SqlStore(Store):
         return Change(seq, at, actor, kind, items, asked, request_id, outcome)
 
     def _refuse(
-        self, actor: str, kind: str, asked: Sequence[Any], request_id: str, reason: str, raw: bool = False
+        self,
+        actor: str,
+        given: Sequence[tuple[str, Sequence[Any]]],
+        checked: Sequence[tuple[Any, ...]],
+        index: int | None,
+        reason: str,
+        request_id: str,
+        raw: bool = False,
     ) -> None:
-        """Log a refused change, bounded (:func:`~privilog.store.base.refusal`: its first items, and
-        how many were asked with a digest of them all; ``raw``: a malformed change's items as given)."""
-        kept, outcome = refusal(asked, reason, raw)
+        """Log every change of a refused batch as refused, in one transaction, each bounded
+        (:func:`~privilog.store.base.refusal`: its first items, and how many were asked with a digest of
+        them all): the one at ``index`` (every one, for None) with ``reason``, the others as refused with
+        it. A change's items are as checked, or as given (``raw``) for the malformed one and those after."""
         with self._transaction(write=True) as cur:
-            self._log(cur, actor, kind, (), kept, request_id, outcome)
+            for number, (kind, items) in enumerate(given):
+                why = reason
+                if index is not None and number != index:
+                    why = f"not applied: change {index + 1} of its batch of {len(given)} was refused: {reason}"
+                as_given = number >= len(checked) or (raw and number == index)
+                kept, outcome = refusal(items if as_given else checked[number], why, as_given)
+                self._log(cur, actor, kind, (), kept, request_id, outcome)
 
     # ---- changes ------------------------------------------------------------------------------
 
     def change(
         self, actor: str, kind: str, items: Iterable[Any], request_id: str = "", *, trusted: bool = False
     ) -> Change:
+        try:
+            return self.change_many(actor, [(kind, items)], request_id, trusted=trusted, strict=False)[0]
+        except BatchRefused as refused:
+            raise refused.error from None
+
+    def change_many(
+        self,
+        actor: str,
+        changes: Iterable[tuple[str, Iterable[Any]]],
+        request_id: str = "",
+        *,
+        trusted: bool = False,
+        strict: bool = True,
+    ) -> list[Change]:
         if not isinstance(actor, str) or not actor or len(actor) > 512:
             raise StoreError("a change needs the principal making it (its actor)")
-        given = items if isinstance(items, list | tuple) else list(items)
-        try:
-            asked = check_items(kind, given, self.actions)
-        except (StoreError, IdError) as error:
-            if kind not in KINDS:  # an unknown kind is no change of the log's (the server refuses it before)
-                raise
-            # Logged as refused, whoever asked: the reason is the malformation (what the caller is told),
-            # before any admin check, since a malformed change is refused whoever makes it; a non-admin's
-            # malformed change is logged under its actor all the same, so the log misses no change asked.
-            self._refuse(actor, kind, given, request_id, str(error), raw=True)
-            raise
+        given = [(kind, items if isinstance(items, list | tuple) else list(items)) for kind, items in changes]
+        if len(given) > MAX_ITEMS:
+            raise StoreError(f"a batch has at most {MAX_ITEMS} changes; import a world for more")
+        checked: list[tuple[Any, ...]] = []
+        for index, (kind, items) in enumerate(given):
+            try:
+                checked.append(check_items(kind, items, self.actions))
+            except (StoreError, IdError) as error:
+                if kind not in KINDS:  # an unknown kind is no change of the log's (the server refuses it before)
+                    raise
+                # Logged as refused, whoever asked: the reason is the malformation (what the caller is told),
+                # before any admin check, since a malformed change is refused whoever makes it; a non-admin's
+                # malformed change is logged under its actor all the same, so the log misses no change asked.
+                self._refuse(actor, given, checked, index, str(error), request_id, raw=True)
+                raise BatchRefused(index, error) from None
         try:
             with self._transaction(write=True) as cur:
                 if not trusted and not self._is_admin(cur, actor):
                     admins = [r[0] for r in self._rows(cur, "SELECT principal FROM admins ORDER BY principal LIMIT 5")]
                     reason = f"{actor} is not an authorization admin"
-                    raise _Refusal(
-                        reason,
-                        NotAnAdmin(
-                            f"{reason}, so cannot make a `{kind}` change (admins: {', '.join(admins) or 'none'})"
-                        ),
-                    )
-                try:
-                    done = self._apply(cur, kind, asked)
-                except StoreError as error:  # rolled back, then logged as refused
-                    raise _Refusal(str(error), error) from None
-                return self._log(cur, actor, kind, done, asked, request_id, "applied")
+                    what = f"a `{given[0][0]}` change" if len(given) == 1 else "these changes"
+                    refused = NotAnAdmin(f"{reason}, so cannot make {what} (admins: {', '.join(admins) or 'none'})")
+                    raise _Refusal(reason, refused, None)
+                entries = []
+                for index, ((kind, _), asked) in enumerate(zip(given, checked, strict=True)):
+                    try:
+                        done = self._apply(cur, kind, asked)
+                        if strict and kind == "entity.delete" and len(done) < len(asked):
+                            missing = next(a for a in asked if a not in done)
+                            raise StoreError(f"no entity {missing} in the store: nothing to delete")
+                    except StoreError as error:  # rolled back, then logged as refused
+                        raise _Refusal(str(error), error, index) from None
+                    entries.append(self._log(cur, actor, kind, done, asked, request_id, "applied"))
+                return entries
         except _Refusal as refusal:
-            self._refuse(actor, kind, asked, request_id, refusal.reason)
-            raise refusal.error from None
+            self._refuse(actor, given, checked, refusal.index, refusal.reason, request_id)
+            raise BatchRefused(refusal.index, refusal.error) from None
 
     def _rows(self, cur: Any, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         cur.execute(self._sql(statement), params)
