@@ -27,6 +27,7 @@ from privilog.dsl.ir import Operation, Param, Policy
 from privilog.engine.authorizer import Authorizer
 from privilog.engine.decision import Decision, GrantChange, Request
 from privilog.engine.ids import EntityId, parent_type
+from privilog.engine.patterns import is_pattern
 from privilog.engine.world import Grant, World
 
 PRINCIPAL = "user:u"
@@ -260,7 +261,8 @@ class Comparison:
         Each entry is (request, allowed by the left policy, allowed by the right).
         """
         principals = sorted(p for p in world.principals() if p.startswith("user:"))
-        existing = sorted(world.existing() | {g.entity for g in world.grants})
+        # a wildcard grant's pattern is no request's entity: the entities it matches are asked about
+        existing = sorted(world.existing() | {g.entity for g in world.grants if not is_pattern(g.entity)})
         changed: dict[str, list[tuple[Request, bool, bool]]] = {}
         left = self._set_world(self.left_name, world)
         right = self._set_world(self.right_name, world)

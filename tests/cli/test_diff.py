@@ -106,3 +106,17 @@ def test_cli_diff_over_a_world(capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_diff_same_policy_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diff", "cdap", "cdap"]) == 0
     assert "0 of 60 shared operations decide differently" in capsys.readouterr().out
+
+
+def test_cli_diff_over_a_world_with_a_wildcard_grant(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A wildcard grant's pattern is no request's entity: the entities it matches are decided (it was refused)."""
+    world = tmp_path / "wild.yaml"
+    world.write_text(
+        'entities: [namespace:ns1, "application:ns1.app"]\n'
+        'grants:\n  - [user:a, ADMIN, "application:ns1.*"]\n  - [user:a, ADMIN, namespace:ns1]\n'
+    )
+    code = main(["diff", "cdap-4.2", "cdap", "--world", str(world), "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 1, data
+    changed = {d["request"]["entity"] for ds in data["changed"].values() for d in ds["decisions"]}
+    assert changed and not any("*" in e for e in changed)
