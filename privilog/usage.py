@@ -18,6 +18,47 @@ class UsageError(Exception):
     """A command line that cannot be run as written."""
 
 
+class MissingExtra(UsageError):
+    """A command that needs an optional part of privilog (an extra) which is not installed."""
+
+
+# Each extra (pyproject.toml's optional-dependencies): the module it is known by, and what it is called.
+EXTRAS = {
+    "serve": ("starlette", "Starlette and uvicorn"),
+    "postgres": ("psycopg", "psycopg, the PostgreSQL driver"),
+    "pictures": ("graphviz", "the graphviz package"),
+    "prove": ("hypothesis", "Hypothesis"),
+    "parquet": ("pyarrow", "pyarrow"),
+    "spark": ("pyspark", "PySpark"),
+}
+
+
+def require_extra(extra: str, what: str, module: str | None = None, instead: str = "") -> None:
+    """Raise :class:`MissingExtra`, one line naming ``pip install 'privilog[EXTRA]'``, when the module
+    that ``extra`` installs (or ``module``) is not importable; ``what``: the command or option that needs it,
+    ``instead``: what else works without it.
+
+    >>> try:
+    ...     require_extra("serve", "serve", module="no_such_module_here")
+    ... except MissingExtra as error:
+    ...     print(error)
+    serve needs Starlette and uvicorn (privilog's serve extra), which is not installed: \
+`pip install 'privilog[serve]'`
+    """
+    from importlib.util import find_spec
+
+    name, package = EXTRAS[extra]
+    try:
+        found = find_spec(module or name) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise MissingExtra(
+            f"{what} needs {package} (privilog's {extra} extra), which is not installed: "
+            f"`pip install 'privilog[{extra}]'`" + (f", or {instead}" if instead else "")
+        )
+
+
 class CommandParser(argparse.ArgumentParser):
     """An argument parser that raises :class:`UsageError` instead of exiting."""
 

@@ -32,7 +32,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     request = authorizer.request(args.principal, args.operation, args.entity, request_args(args.arg))
     decision = authorizer.check(request)
     if getattr(args, "format", "text") != "text":
-        from privilog.cli.graph import write_picture
+        from privilog.cli.graph import require_pictures, write_picture
+
+        require_pictures("why", args.format)
         from privilog.render.graph import decision_dot
 
         if args.json:

@@ -11,11 +11,11 @@ import argparse
 import json
 import shutil
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from privilog.dsl.errors import PrivilogError
+from privilog.usage import require_extra
 from privilog.proofs.findings import Report
 from privilog.proofs.load import load_proved, shipped_policies
 from privilog.proofs.prover import DEFAULT_EXAMPLES, DEFAULT_MAX_ENTITIES, prove
@@ -103,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         raise PrivilogError("--examples is at least 0 and --jobs at least 1")
     if args.proof and not Path(args.proof).is_file():
         raise PrivilogError(f"no proof file {args.proof}")
+    if args.examples:
+        require_extra("prove", "prove --examples", instead="--examples 0 (the exhaustive search alone)")
     names = list(args.policies)
     if args.all:
         names += [n for n in shipped_policies() if n not in names]
@@ -113,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
     jobs = [(n, args.proof, args.max_entities, args.examples, mode) for n in names]
     try:
         if args.jobs > 1 and len(names) > 1:
+            from concurrent.futures import ProcessPoolExecutor
+
             with ProcessPoolExecutor(max_workers=min(args.jobs, len(names))) as pool:
                 reports = list(pool.map(_prove_one, *zip(*jobs, strict=True)))
         else:
