@@ -222,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="privilog",
         description="CDAP authorization policies as Datalog: check, list, explain and test them.",
     )
-    parser.add_argument("--version", action="version", version=f"privilog {_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show program's version number and exit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
 
     for name, text in (
@@ -309,6 +309,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     pipeline.register(sub)
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``: the version is looked up (importlib.metadata, slow to import) only when asked for."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(f"privilog {_version()}")
+        parser.exit()
 
 
 def _version() -> str:

@@ -12,14 +12,14 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from privilog.dsl.errors import PrivilogError
+from privilog.proofs.bounds import DEFAULT_EXAMPLES, DEFAULT_MAX_ENTITIES
 from privilog.usage import require_extra
-from privilog.proofs.findings import Report
-from privilog.proofs.load import load_proved, shipped_policies
-from privilog.proofs.prover import DEFAULT_EXAMPLES, DEFAULT_MAX_ENTITIES, prove
-from privilog.render.proofs import promise_table, render_report
+
+if TYPE_CHECKING:
+    from privilog.proofs.findings import Report
 
 CLEAR = "\x1b[K"  # erase to the end of the line
 
@@ -91,12 +91,18 @@ def _progress(name: str, mode: str) -> Any:
 
 
 def _prove_one(name: str, proof: str | None, max_entities: int, examples: int, mode: str | None) -> Report:
+    from privilog.proofs.load import load_proved
+    from privilog.proofs.prover import prove
+
     proved = load_proved(name, Path(proof) if proof else None)
     return prove(proved, max_entities, examples, progress=_progress(name, mode) if mode else None)
 
 
 def run(args: argparse.Namespace) -> int:
     """Prove each policy named; 0 if every promise held, 1 if any broke."""
+    from privilog.proofs.load import load_proved, shipped_policies
+    from privilog.render.proofs import promise_table, render_report
+
     if args.max_entities < 1:
         raise PrivilogError("--max-entities is at least 1")
     if args.examples < 0 or args.jobs < 1:
