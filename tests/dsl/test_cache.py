@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from privilog.dsl import cache
 
 from privilog import dsl
-from privilog.dsl import cache
 
 BASE = """\
 policy base
