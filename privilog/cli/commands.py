@@ -28,17 +28,20 @@ def _print_json(value: Any) -> None:
 def cmd_check(args: argparse.Namespace) -> int:
     from privilog.render.explain import render_decision, render_short
 
-    authorizer = load_authorizer(args)
-    request = authorizer.request(args.principal, args.operation, args.entity, request_args(args.arg))
-    decision = authorizer.check(request)
-    if getattr(args, "format", "text") != "text":
-        from privilog.cli.graph import require_pictures, write_picture
-
-        require_pictures("why", args.format)
-        from privilog.render.graph import decision_dot
+    picture = getattr(args, "format", "text") != "text"
+    if picture:
+        from privilog.cli.graph import require_pictures
 
         if args.json:
             raise UsageError("privilog why: give --json or --format, not both")
+        require_pictures("why", args.format)  # before any work: the one line naming the extra
+    authorizer = load_authorizer(args)
+    request = authorizer.request(args.principal, args.operation, args.entity, request_args(args.arg))
+    decision = authorizer.check(request)
+    if picture:
+        from privilog.cli.graph import write_picture
+        from privilog.render.graph import decision_dot
+
         write_picture(decision_dot(decision), args.format, args.out, "why")
     elif args.json:
         _print_json(decision.to_json())
