@@ -2,11 +2,13 @@
 
 ``load_policy`` keeps each policy it checked, pickled, in the user's cache folder
 (``$PRIVILOG_CACHE_DIR``, else ``$XDG_CACHE_HOME/privilog``, else ``~/.cache/privilog``), and
-reads it back the next time instead of parsing it. ``PRIVILOG_CACHE=off`` turns the cache off.
+reads it back the next time instead of parsing it; the parser keeps the grammar's LALR tables there
+too, as Lark saves them (``dsl/parser.py``), for what must still be parsed. ``PRIVILOG_CACHE=off``
+turns the cache off.
 
 Safe by construction:
 
-* an entry's name is a hash of everything the checked policy is made from: the policy's text and path,
+* an entry's name is a hash of everything it is made from: for a policy, the policy's text and path,
   privilog's own dsl code and grammar, and Python's version; each included file is named in the entry
   with the hash of its text, and resolved and compared again before the entry is used, so a changed
   file, a changed include or a changed privilog is a miss, never a stale policy;
@@ -95,43 +97,59 @@ def key(*parts: str) -> str:
 
 def load(name: str) -> Entry | None:
     """The entry called ``name``, or None (no cache, no entry, or one that cannot be read)."""
-    where = folder()
-    if where is None:
-        return None
-    path = where / f"{name}.policy.pickle"
     try:
-        with path.open("rb") as f:
-            if not _ours(path):
-                return None
-            entry = pickle.load(f)
-    except Exception:  # a missing, truncated or foreign entry is a miss
+        data = read(f"{name}.policy.pickle")
+        entry = None if data is None else pickle.loads(data)
+    except Exception:  # a truncated or foreign entry is a miss
         return None
     return entry if isinstance(entry, Entry) and isinstance(entry.policy, Policy) else None
 
 
 def store(name: str, entry: Entry) -> None:
     """Keep ``entry`` as ``name``; nothing happens when it cannot be written."""
+    try:
+        data = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # a policy that does not pickle: no cache, same answer
+        return
+    write(f"{name}.policy.pickle", data)
+
+
+def read(file: str) -> bytes | None:
+    """The bytes of ``file`` in the cache folder, or None (no cache, no such file, not the user's own)."""
+    where = folder()
+    if where is None:
+        return None
+    path = where / file
+    try:
+        with path.open("rb") as f:
+            return f.read() if _ours(path) else None
+    except OSError:
+        return None
+
+
+def write(file: str, data: bytes) -> None:
+    """Write ``file`` in the cache folder atomically (a temporary file renamed into place); nothing happens
+    when it cannot be written. The oldest files of its kind go past ``ENTRIES``."""
     where = folder()
     if where is None:
         return
     import tempfile  # only to write: a cache hit does not import it
 
     try:
-        data = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
         handle, temporary = tempfile.mkstemp(dir=where, prefix=".", suffix=".tmp")
         try:
             with os.fdopen(handle, "wb") as f:
                 f.write(data)
-            os.replace(temporary, where / f"{name}.policy.pickle")
+            os.replace(temporary, where / file)
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
-        _prune(where)
-    except Exception:  # a full or read-only disk, a policy that does not pickle: no cache, same answer
+        _prune(where, "*" + "".join(Path(file).suffixes))
+    except Exception:  # a full or read-only disk: no cache, same answer
         return
 
 
-def _prune(where: Path) -> None:
-    entries = sorted(where.glob("*.policy.pickle"), key=lambda p: p.stat().st_mtime)
+def _prune(where: Path, pattern: str) -> None:
+    entries = sorted(where.glob(pattern), key=lambda p: p.stat().st_mtime)
     for old in entries[:-ENTRIES]:
         old.unlink(missing_ok=True)

@@ -114,3 +114,28 @@ def test_the_cache_keeps_a_bounded_number_of_entries(cache_dir: Path, tmp_path: 
         (tmp_path / f"p{n}.policy").write_text(BASE.replace("policy base", f"policy p{n}"))
         dsl.load_policy(str(tmp_path / f"p{n}.policy"))
     assert len(_entries(cache_dir)) == 3
+
+
+def test_the_grammar_read_from_the_cache_parses_as_the_one_built(cache_dir: Path) -> None:
+    from lark.exceptions import UnexpectedInput
+    from privilog.dsl.parser import Continuation, _lark
+
+    text = (dsl.rules_dir() / "cdap.policy").read_text()
+    broken = text.replace("requires", "requries", 1)
+    built = _lark(postlex=Continuation())
+    (saved,) = cache_dir.glob("*.lark.pickle")
+    loaded = _lark(postlex=Continuation())
+    assert loaded is not built and list(cache_dir.glob("*.lark.pickle")) == [saved]
+    assert loaded.parse(text) == built.parse(text)
+    errors = []
+    for parser in (built, loaded):
+        with pytest.raises(UnexpectedInput) as caught:
+            parser.parse(broken)
+        errors.append((type(caught.value), caught.value.line, caught.value.column, sorted(caught.value.expected)))
+    assert errors[0] == errors[1]
+    comments: list[str] = []
+    with_comments = _lark(postlex=Continuation(), lexer_callbacks={"COMMENT": lambda t: comments.append(str(t)) or t})
+    with_comments.parse(text)
+    assert comments and all(c.startswith("#") for c in comments)
+    saved.write_bytes(b"not what Lark saved")
+    assert _lark(postlex=Continuation()).parse(text) == built.parse(text)  # broken: built again
