@@ -16,13 +16,12 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+from privilog.dsl import cache
 from privilog.dsl.check import check
 from privilog.dsl.errors import OneLineError, PolicyError, PolicyErrors, PrivilogError
 from privilog.dsl.files import read_policy_text
 from privilog.dsl.format import format_policy, format_text
 from privilog.dsl.ir import Policy
-from privilog.dsl.lower import lower
-from privilog.dsl.parser import parse_tree
 
 __all__ = [
     "PRELUDE",
@@ -76,6 +75,9 @@ def _is_file(path: Path) -> bool:
 
 def parse_unchecked(text: str, file: str = "<policy>") -> Policy:
     """Parse and lower one source, without its includes and without checks."""
+    from privilog.dsl.lower import lower  # Lark, imported only when a policy is parsed (not read from the cache)
+    from privilog.dsl.parser import parse_tree
+
     try:
         return lower(parse_tree(text, file), file, _default_name(file))
     except (PolicyError, PolicyErrors) as error:
@@ -157,7 +159,14 @@ def _merge(main: Policy, included: list[Policy]) -> Policy:
     )
 
 
-def _with_includes(policy: Policy, base: Path | None, seen: tuple[str, ...], include_prelude: bool) -> Policy:
+def _with_includes(
+    policy: Policy,
+    base: Path | None,
+    seen: tuple[str, ...],
+    include_prelude: bool,
+    read: list[cache.Include] | None = None,
+) -> Policy:
+    """``policy`` with what it includes merged in; ``read``, when given, gets each file included."""
     names = list(policy.includes)
     if include_prelude and PRELUDE not in names:
         names.insert(0, PRELUDE)
@@ -168,8 +177,10 @@ def _with_includes(policy: Policy, base: Path | None, seen: tuple[str, ...], inc
         if key in seen:
             raise PolicyError(f"`{name}` includes itself", policy.span)
         text = read_policy_text(path, "included policy")
+        if read is not None:
+            read.append(cache.Include(name, None if base is None else str(base), str(path), cache.digest(text)))
         child = parse_file_text(text, path)
-        included.append(_with_includes(child, path.parent, (*seen, key), include_prelude=False))
+        included.append(_with_includes(child, path.parent, (*seen, key), include_prelude=False, read=read))
     return _merge(policy, included)
 
 
@@ -204,12 +215,32 @@ def _with_sources(error: PolicyError | PolicyErrors, known: dict[str, str]) -> P
 
 
 def load_policy(name: str) -> Policy:
-    """Load a checked policy by path or by its name in ``rules/``."""
+    """Load a checked policy by path or by its name in ``rules/`` (from the user's cache when neither it,
+    nor what it includes, nor privilog changed: :mod:`privilog.dsl.cache`)."""
     path = resolve_policy_path(name)
     text = read_policy_text(path)
+    entry_name = cache.key(str(path), str(path.resolve()), text)
+    entry = cache.load(entry_name)
+    if entry is not None and _unchanged(entry.includes):
+        return entry.policy
     unchecked = parse_file_text(text, path)
-    merged = _with_includes(unchecked, path.parent, (str(path.resolve()),), include_prelude=True)
+    read: list[cache.Include] = []
+    merged = _with_includes(unchecked, path.parent, (str(path.resolve()),), include_prelude=True, read=read)
     try:
-        return check(merged)
+        checked = check(merged)
     except (PolicyError, PolicyErrors) as error:
         raise _with_sources(error, {str(path): text}) from None
+    cache.store(entry_name, cache.Entry(checked, tuple(read)))
+    return checked
+
+
+def _unchanged(includes: tuple[cache.Include, ...]) -> bool:
+    """Whether each file a cached policy included still resolves to the same file, with the same text."""
+    for include in includes:
+        try:
+            path = resolve_policy_path(include.name, None if include.base is None else Path(include.base))
+            if str(path) != include.path or cache.digest(read_policy_text(path, "included policy")) != include.digest:
+                return False
+        except PrivilogError:
+            return False
+    return True

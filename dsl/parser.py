@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from functools import lru_cache
 from importlib.resources import files
+from typing import Any
 
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
@@ -76,17 +78,34 @@ class Continuation:
             yield token
 
 
+_OPTIONS = {"parser": "lalr", "lexer": "contextual", "propagate_positions": True, "maybe_placeholders": False}
+
+
+def _lark(**given: Any) -> Lark:
+    """The grammar's parser, with ``given`` (its postlexer and callbacks): its LALR tables read from the
+    user's cache (:mod:`privilog.dsl.cache`) as Lark saved them, else built (30 ms) and kept there."""
+    import lark
+    from privilog.dsl import cache
+
+    grammar = files("privilog.dsl").joinpath("policy.lark").read_text(encoding="utf-8")
+    file = cache.key("grammar", grammar, lark.__version__, repr(sorted(_OPTIONS.items()))) + ".lark.pickle"
+    saved = cache.read(file)
+    if saved is not None:
+        try:
+            loaded: Lark = Lark.__new__(Lark)._load(io.BytesIO(saved), **given)  # as Lark's own cache=
+            return loaded
+        except Exception:  # a broken or foreign file: build the parser
+            pass
+    built = Lark(grammar, **_OPTIONS, **given)
+    data = io.BytesIO()
+    built.save(data, exclude_options=("postlex", "lexer_callbacks"))
+    cache.write(file, data.getvalue())
+    return built
+
+
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
-    grammar = files("privilog.dsl").joinpath("policy.lark").read_text(encoding="utf-8")
-    return Lark(
-        grammar,
-        parser="lalr",
-        lexer="contextual",
-        postlex=Continuation(),
-        propagate_positions=True,
-        maybe_placeholders=False,
-    )
+    return _lark(postlex=Continuation())
 
 
 _COLLECTED: list[list[Token]] = []
@@ -104,16 +123,7 @@ def _commenting_parser() -> Lark:
         _COLLECTED[-1].append(token)
         return token
 
-    grammar = files("privilog.dsl").joinpath("policy.lark").read_text(encoding="utf-8")
-    return Lark(
-        grammar,
-        parser="lalr",
-        lexer="contextual",
-        postlex=Continuation(),
-        propagate_positions=True,
-        maybe_placeholders=False,
-        lexer_callbacks={"COMMENT": collect},
-    )
+    return _lark(postlex=Continuation(), lexer_callbacks={"COMMENT": collect})
 
 
 def _describe(expected: set[str]) -> str:

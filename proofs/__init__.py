@@ -15,9 +15,38 @@ through one authorizer) → ``checkers`` (the promises about two worlds) →
 
 from __future__ import annotations
 
-from privilog.proofs.findings import Counterexample, Report, Scene, Verdict
-from privilog.proofs.load import ProvedPolicy, load_proved, parse_proved, shipped_policies
-from privilog.proofs.prover import DEFAULT_EXAMPLES, DEFAULT_MAX_ENTITIES, prove
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from privilog.proofs.bounds import DEFAULT_EXAMPLES, DEFAULT_MAX_ENTITIES
+    from privilog.proofs.findings import Counterexample, Report, Scene, Verdict
+    from privilog.proofs.load import ProvedPolicy, load_proved, parse_proved, shipped_policies
+    from privilog.proofs.prover import prove
+
+# Each public name's module, imported when the name is first used (PEP 562): importing a submodule,
+# such as the bounds the command line's help shows, does not import the prover.
+_MODULES = {
+    "DEFAULT_EXAMPLES": "bounds",
+    "DEFAULT_MAX_ENTITIES": "bounds",
+    "Counterexample": "findings",
+    "Report": "findings",
+    "Scene": "findings",
+    "Verdict": "findings",
+    "ProvedPolicy": "load",
+    "load_proved": "load",
+    "parse_proved": "load",
+    "shipped_policies": "load",
+    "prove": "prover",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{_MODULES[name]}"), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "DEFAULT_EXAMPLES",

@@ -16,14 +16,13 @@ from dataclasses import dataclass, replace
 from privilog.dsl.errors import PolicyError
 from privilog.engine.ids import EntityId
 from privilog.engine.world import Grant, World
+from privilog.proofs.bounds import DEFAULT_EXAMPLES, DEFAULT_MAX_ENTITIES
 from privilog.proofs.checkers import CHECKERS, Context, Trial, relations
 from privilog.proofs.evaluate import Evaluator, Outcome
 from privilog.proofs.findings import Report, Verdict
 from privilog.proofs.load import ProvedPolicy
 from privilog.proofs.worlds import BoundTooLarge, Case, Point, Space, build_cases, space_for
 
-DEFAULT_MAX_ENTITIES = 1
-DEFAULT_EXAMPLES = 100
 WORLD_LIMIT = 200_000  # worlds enumerated for one case before the bound is declared too large
 
 Progress = Callable[[str], None]

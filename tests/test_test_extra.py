@@ -41,6 +41,15 @@ def test_the_test_extra_names_what_the_tests_import() -> None:
     assert {"pytest", "pyspark", "pyarrow", "gordon-to-regorus"} <= names
 
 
+def test_the_test_extra_holds_every_extra_a_command_needs() -> None:
+    """The tests run every command, so `.[test]` installs what each command's extra does."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    tested = {r.name for r in _extra("test")}
+    for extra in ("serve", "postgres", "pictures", "prove", "parquet", "spark"):
+        wanted = {Requirement(text).name for text in project["optional-dependencies"][extra]}
+        assert wanted <= tested, f"the test extra lacks {sorted(wanted - tested)} of the {extra} extra"
+
+
 def test_everything_the_test_extra_names_is_installed() -> None:
     missing = [why for requirement in _extra("test") for why in _missing(requirement)]
     assert not missing, "; ".join(missing) + " (pip install -e '.[test]')"

@@ -22,6 +22,61 @@ FALSE_WORDS = {"false", "no", "0", "off"}  # never "": a missing value is not th
 ID_CACHE = 1 << 20  # parsed ids kept, at most
 
 
+
+# What an operation's verb, mistyped as another system's word for it, most likely means, best first:
+# `namespace.read` is `namespace.get` (not `namespace.create`, the closest spelling).
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    "read": ("get", "read", "list"),
+    "view": ("get", "read", "list"),
+    "show": ("get", "list"),
+    "describe": ("get",),
+    "fetch": ("get", "read"),
+    "info": ("get",),
+    "status": ("get_status", "get"),
+    "ls": ("list",),
+    "write": ("update", "write"),
+    "modify": ("update", "write"),
+    "edit": ("update", "write"),
+    "change": ("update", "write"),
+    "set": ("update", "write"),
+    "put": ("update", "write"),
+    "alter": ("update",),
+    "delete": ("delete", "drop", "remove"),
+    "drop": ("drop", "delete"),
+    "remove": ("remove", "delete", "drop"),
+    "destroy": ("delete", "drop"),
+    "create": ("create", "add", "deploy"),
+    "add": ("add", "create"),
+    "new": ("create", "add"),
+    "make": ("create", "add"),
+    "upload": ("add", "deploy"),
+    "deploy": ("deploy", "create", "add"),
+    "run": ("start",),
+    "execute": ("start",),
+    "launch": ("start",),
+    "kill": ("stop",),
+    "halt": ("stop",),
+    "pause": ("suspend", "stop"),
+    "resume": ("resume", "start"),
+}
+
+
+def _meant(name: str, names: list[str]) -> str:
+    """A hint naming the operation of the same type whose verb means what ``name``'s does (SYNONYMS).
+
+    >>> _meant("namespace.read", ["namespace.create", "namespace.get", "namespace.list"])
+    'did you mean `namespace.get`?'
+    >>> _meant("dataset.modify", ["dataset.read", "dataset.update"]), _meant("dataset.frob", ["dataset.read"])
+    ('did you mean `dataset.update`?', '')
+    """
+    kind, _, verb = name.rpartition(".")
+    known = set(names)
+    for meant in SYNONYMS.get(verb.lower(), ()):
+        if f"{kind}.{meant}" in known:
+            return f"did you mean `{kind}.{meant}`?"
+    return ""
+
+
 class RequestError(PrivilogError):
     """A request that names an unknown operation, a wrong entity or a bad argument."""
 
@@ -68,7 +123,7 @@ class Requests:
             near = [n for n in names if n.endswith(f".{name}")][:4]
             hint = f"; for example {', '.join(near)}" if near else ""
             raise RequestError(f"unknown operation `{name}`: operations are written TYPE.NAME{hint}")
-        hint = did_you_mean(name, names)
+        hint = _meant(name, names) or did_you_mean(name, names)
         if not hint:
             kind = name.split(".")[0]
             same = [n for n in names if n.startswith(kind + ".")]

@@ -449,7 +449,7 @@ class TableFile:
         except ImportError:
             raise TableError(
                 f"{self.path}: reading a Parquet table needs pyarrow, which is not installed "
-                "(pip install pyarrow), or write the table as CSV or JSON lines"
+                "(`pip install 'privilog[parquet]'`), or write the table as CSV or JSON lines"
             ) from None
         self._check()
         try:

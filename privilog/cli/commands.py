@@ -28,15 +28,20 @@ def _print_json(value: Any) -> None:
 def cmd_check(args: argparse.Namespace) -> int:
     from privilog.render.explain import render_decision, render_short
 
-    authorizer = load_authorizer(args)
-    request = authorizer.request(args.principal, args.operation, args.entity, request_args(args.arg))
-    decision = authorizer.check(request)
-    if getattr(args, "format", "text") != "text":
-        from privilog.cli.graph import write_picture
-        from privilog.render.graph import decision_dot
+    picture = getattr(args, "format", "text") != "text"
+    if picture:
+        from privilog.cli.graph import require_pictures
 
         if args.json:
             raise UsageError("privilog why: give --json or --format, not both")
+        require_pictures("why", args.format)  # before any work: the one line naming the extra
+    authorizer = load_authorizer(args)
+    request = authorizer.request(args.principal, args.operation, args.entity, request_args(args.arg))
+    decision = authorizer.check(request)
+    if picture:
+        from privilog.cli.graph import write_picture
+        from privilog.render.graph import decision_dot
+
         write_picture(decision_dot(decision), args.format, args.out, "why")
     elif args.json:
         _print_json(decision.to_json())
@@ -220,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="privilog",
         description="CDAP authorization policies as Datalog: check, list, explain and test them.",
     )
-    parser.add_argument("--version", action="version", version=f"privilog {_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show program's version number and exit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
 
     for name, text in (
@@ -309,6 +314,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     pipeline.register(sub)
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``: the version is looked up (importlib.metadata, slow to import) only when asked for."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(f"privilog {_version()}")
+        parser.exit()
 
 
 def _version() -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from privilog.cli.options import add_common, load_authorizer
-from privilog.usage import EXIT_OK, UsageError
+from privilog.usage import EXIT_OK, UsageError, require_extra
 
 PICTURE_FORMATS = ("dot", "svg", "png")
 OUT_HELP = "write the picture to FILE (default: stdout; a PNG goes to stdout only when it is not a terminal)"
@@ -28,6 +28,12 @@ def add_picture_options(p: argparse.ArgumentParser, default: str, choices: tuple
         f"(drawn by Graphviz's dot program); default {default}",
     )
     p.add_argument("--out", metavar="FILE", help=OUT_HELP)
+
+
+def require_pictures(command: str, fmt: str) -> None:
+    """One line naming the pictures extra when the graphviz package is not installed (every picture
+    format, DOT included, is written through it)."""
+    require_extra("pictures", f"{command} --format {fmt}")
 
 
 def write_picture(dot: str, fmt: str, out: str | None, command: str) -> None:
@@ -48,6 +54,7 @@ def write_picture(dot: str, fmt: str, out: str | None, command: str) -> None:
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
+    require_pictures("graph", args.format)
     from privilog.dsl.check import ancestor_types
     from privilog.render.graph import world_dot
 

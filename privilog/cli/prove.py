@@ -11,15 +11,15 @@ import argparse
 import json
 import shutil
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from privilog.dsl.errors import PrivilogError
-from privilog.proofs.findings import Report
-from privilog.proofs.load import load_proved, shipped_policies
-from privilog.proofs.prover import DEFAULT_EXAMPLES, DEFAULT_MAX_ENTITIES, prove
-from privilog.render.proofs import promise_table, render_report
+from privilog.proofs.bounds import DEFAULT_EXAMPLES, DEFAULT_MAX_ENTITIES
+from privilog.usage import require_extra
+
+if TYPE_CHECKING:
+    from privilog.proofs.findings import Report
 
 CLEAR = "\x1b[K"  # erase to the end of the line
 
@@ -91,18 +91,26 @@ def _progress(name: str, mode: str) -> Any:
 
 
 def _prove_one(name: str, proof: str | None, max_entities: int, examples: int, mode: str | None) -> Report:
+    from privilog.proofs.load import load_proved
+    from privilog.proofs.prover import prove
+
     proved = load_proved(name, Path(proof) if proof else None)
     return prove(proved, max_entities, examples, progress=_progress(name, mode) if mode else None)
 
 
 def run(args: argparse.Namespace) -> int:
     """Prove each policy named; 0 if every promise held, 1 if any broke."""
+    from privilog.proofs.load import load_proved, shipped_policies
+    from privilog.render.proofs import promise_table, render_report
+
     if args.max_entities < 1:
         raise PrivilogError("--max-entities is at least 1")
     if args.examples < 0 or args.jobs < 1:
         raise PrivilogError("--examples is at least 0 and --jobs at least 1")
     if args.proof and not Path(args.proof).is_file():
         raise PrivilogError(f"no proof file {args.proof}")
+    if args.examples:
+        require_extra("prove", "prove --examples", instead="--examples 0 (the exhaustive search alone)")
     names = list(args.policies)
     if args.all:
         names += [n for n in shipped_policies() if n not in names]
@@ -113,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
     jobs = [(n, args.proof, args.max_entities, args.examples, mode) for n in names]
     try:
         if args.jobs > 1 and len(names) > 1:
+            from concurrent.futures import ProcessPoolExecutor
+
             with ProcessPoolExecutor(max_workers=min(args.jobs, len(names))) as pool:
                 reports = list(pool.map(_prove_one, *zip(*jobs, strict=True)))
         else:

@@ -13,10 +13,11 @@ import sys
 from typing import Any
 
 from privilog.cli.store import STORE_HELP, local_actor, store_url
-from privilog.usage import EXIT_DENY, EXIT_OK, UsageError
+from privilog.usage import EXIT_DENY, EXIT_OK, UsageError, require_extra
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    require_extra("serve", "serve")
     from privilog.serve.limits import OPTIONS, Limits
     from privilog.serve.server import ServeOptions, serve
 

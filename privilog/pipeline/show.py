@@ -34,7 +34,7 @@ def require_pyarrow(command: str = "pipeline show") -> None:
     except ImportError:
         raise PipelineError(
             f"`{command}` reads tables with pyarrow, which is not installed: install privilog with its "
-            "spark extra, `pip install 'privilog[spark]'`"
+            "parquet extra, `pip install 'privilog[parquet]'` (Spark is not needed)"
         ) from None
 
 

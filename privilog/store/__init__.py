@@ -34,6 +34,9 @@ def open_store(url: str, actions: Iterable[str] = (), create: bool = True) -> Sq
     otherwise a missing SQLite file is an error.
     """
     if url.startswith(("postgresql://", "postgres://")):
+        from privilog.usage import require_extra
+
+        require_extra("postgres", "a store at postgresql://...")
         from .postgres import PostgresStore
 
         return PostgresStore(url, actions)

@@ -37,4 +37,4 @@ def test_both_backends_print_the_same_explanation_and_exit_code(request_args: tu
 def test_an_unknown_backend_is_bad_input() -> None:
     done = privilog("check", "user:bob", "dataset.read", "dataset:sales.orders", "--backend", "souffle")
     assert done.returncode == 2
-    assert "invalid choice: 'souffle'" in done.stderr and "Traceback" not in done.stderr
+    assert "--backend must be one of compiled, pydatalog, not `souffle`" in done.stderr and "Traceback" not in done.stderr

@@ -123,7 +123,7 @@ def test_list_json(capsys: pytest.CaptureFixture[str]) -> None:
         (["check", "user:bob", "dataset.read", "dataset:ns1.ds", "--policy", "nope"], "no policy `nope`"),
         (["check", "user:bob", "dataset.read", "dataset:ns1.ds", "--world", "missing.yaml"], "no such world file"),
         (["check", "user:bob"], "the following arguments are required"),
-        (["frobnicate"], "invalid choice"),
+        (["frobnicate"], "unknown command `frobnicate`: the commands are check, why"),
         (["list", "user:bob", "datasets"], "did you mean `dataset`?"),
     ],
 )

@@ -357,7 +357,7 @@ def test_parquet_without_pyarrow_says_what_to_install(tmp_path: Path, monkeypatc
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
     (tmp_path / "grants.parquet").write_bytes(b"PAR1")
-    with pytest.raises(WorldError, match=r"grants\.parquet: reading a Parquet table needs pyarrow.*pip install pyarrow"):
+    with pytest.raises(WorldError, match=r"grants\.parquet: reading a Parquet table needs pyarrow.*pip install .privilog\[parquet\]"):
         load_world(tmp_path, ACTIONS)
 
 

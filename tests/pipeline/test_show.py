@@ -175,5 +175,5 @@ def test_show_without_pyarrow_names_the_extra(tmp_path: Path) -> None:
         [sys.executable, "-c", script, "pipeline", "show", str(out)], cwd=ROOT, capture_output=True, text=True
     )
     assert done.returncode == 2
-    assert done.stderr.count("\n") == 1 and "pip install 'privilog[spark]'" in done.stderr
+    assert done.stderr.count("\n") == 1 and "pip install 'privilog[parquet]'" in done.stderr
     assert done.stderr.startswith("privilog: `pipeline show` reads tables with pyarrow")
