@@ -1,8 +1,12 @@
 """Fixtures every test folder may use: a real PostgreSQL server (``tests/pg.py``), and a Spark session in a
 JVM of each module's own."""
 
+import atexit
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +28,13 @@ settings.register_profile("long", max_examples=5000, deadline=None)
 settings.register_profile("mutation", max_examples=40, deadline=None, derandomize=True)
 
 ATTACK = Path(__file__).resolve().parent / "serve" / "attack"
+
+# The checked-policy cache (privilog/dsl/cache.py) of this run, its own: the suite never reads or fills
+# the cache of the user running it, and every privilog process it starts shares this one. Set before
+# any test loads a policy (the cache's folder is read once a process); removed when the run ends.
+if "PRIVILOG_CACHE_DIR" not in os.environ:
+    os.environ["PRIVILOG_CACHE_DIR"] = tempfile.mkdtemp(prefix="privilog-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["PRIVILOG_CACHE_DIR"], True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
