@@ -141,20 +141,18 @@ def test_requirements_met_by_a_policy_s_own_rules() -> None:
         assert fast.tabled(*case) == _reference(reference, *case), case
 
 
-def test_a_list_argument_is_decided_without_plans_and_the_same() -> None:
-    policy = dsl.load_policy("cdap")
-    listing = [op for op in policy.operations if any(p.many for p in op.params)]
-    if not listing:
-        pytest.skip("cdap has no operation with a list argument")
-    op = listing[0]
-    param = next(p for p in op.params if p.many)
-    fast, reference = _both("cdap", WORLD)
-    entity = f"{op.entity_type}:ns1" if op.entity_type == "namespace" else None
-    if entity is None:
-        pytest.skip(f"{op.qualified} is not on a namespace")
-    args = {param.name: ["dataset:ns1.a", "dataset:ns1.b"]}
-    case = ("user:alice", op.qualified, entity, args)
-    assert fast.tabled(*case) == _reference(reference, *case)
+def test_a_list_argument_is_decided_without_plans_and_the_same(tmp_path: Path) -> None:
+    from test_list_arguments import POLICY
+    from test_list_arguments import WORLD as LISTS
+
+    path = tmp_path / "lists.policy"
+    path.write_text(POLICY, encoding="utf-8")
+    fast, reference = _both(str(path), LISTS)
+    for datasets in (["dataset:ns1.a", "dataset:ns1.stage_1"], ["dataset:ns1.a", "dataset:ns1.b", "dataset:ns1.c"]):
+        case = ("user:alice", "application.deploy", "application:ns1.app", {"datasets": datasets})
+        assert fast.tabled(*case) == _reference(reference, *case), case
+    row = fast.tabled(*case)
+    assert [(u[0], u[2]) for u in row.unmet] == [("application.deploy#2", ("dataset:ns1.b", "dataset:ns1.c"))]
 
 
 def test_a_bad_request_is_the_reference_engine_s_error() -> None:
