@@ -286,9 +286,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Commands that live in their own modules register themselves here; each module's
     # `register(sub)` adds its parsers with `set_defaults(run=...)`.
-    from privilog.cli import ask, prove, unused
+    from privilog.cli import ask, decide, prove, unused
 
     ask.register(sub)
+    decide.register(sub)
     prove.register(sub)
     unused.register(sub)
     text = "an interactive session: check, why, whynot, list, who, Datalog queries, grants, rules"
