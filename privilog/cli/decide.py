@@ -36,7 +36,7 @@ DECIDED = ("decision", "unmet", "bypass", "denied_by", "allowed_by")  # what the
 OUT_FORMATS = ("csv", "json", "parquet")
 SUFFIXES = {".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json", ".parquet": "parquet"}
 CHUNK = 8192  # rows gathered before a Parquet row group is written
-REJECT_COLUMNS = ("table", "row", "reason", "file", "row_number")  # the pipeline's rejects table
+REJECT_COLUMNS = ("file", "line", "reason", "row")  # where (the line; a Parquet file's row), why, and the row as JSON
 
 DESCRIPTION = (
     "Decide a file of requests in process, without Spark: the pipeline's access log (CSV with a header, "
@@ -285,8 +285,8 @@ def decisions_schema(pa: Any) -> Any:
 
 
 class Rejects:
-    """Rejected rows: ``FILE:LINE: reason`` lines on standard error, or a file (CSV or JSON lines by
-    its name, with the pipeline's rejects columns; else the same lines)."""
+    """Rejected rows: ``FILE:LINE: reason`` lines on standard error, or a file: CSV or JSON lines by
+    its name (``file, line, reason, row``: the row as JSON, null when it is no row), else the same lines."""
 
     def __init__(self, path: str | None):
         self.count = 0
@@ -303,9 +303,9 @@ class Rejects:
         self.count += 1
         shown = json.dumps(row, separators=(",", ":"), default=str) if isinstance(row, dict) else None
         if self.fmt == "csv":
-            self._csv.writerow(("requests", shown, reason, name, number))
+            self._csv.writerow((name, number, reason, shown))
         elif self.fmt == "json":
-            values = ("requests", shown, reason, name, number)
+            values = (name, number, reason, shown)
             self.stream.write(json.dumps(dict(zip(REJECT_COLUMNS, values, strict=True))) + "\n")
         else:
             self.stream.write(f"{name}:{number}: {reason}\n")
@@ -510,7 +510,7 @@ def register(sub: Any) -> None:
         help="the requests' format (default: their suffix; for - , JSON lines if it starts with {, else CSV)",
     )
     p.add_argument(
-        "--rejects", metavar="FILE", help="where rejected rows go: .csv or .jsonl with the pipeline's columns, "
+        "--rejects", metavar="FILE", help="where rejected rows go: .csv or .jsonl (file, line, reason, row), "
         "else FILE:LINE: reason lines (default: standard error)"
     )  # fmt: skip
     add_common(p)

@@ -96,13 +96,14 @@ def test_json_lines_from_standard_input_to_json_lines(tmp_path: Path) -> None:
     ]
 
 
-def test_rejects_to_a_file_with_the_pipeline_s_columns(tmp_path: Path) -> None:
+def test_rejects_to_a_file_with_their_file_line_reason_and_row(tmp_path: Path) -> None:
     rejects = tmp_path / "rejects.csv"
     done = decide(LOG, "--world", WORLD, "--rejects", str(rejects), "--format", "json")
     assert done.returncode == 0, done.stderr
     assert done.stderr == "decided 9 requests (7 allowed, 2 denied), 2 rejected\n"
     found = _csv(rejects.read_text())
-    assert [(r["table"], r["file"], r["row_number"]) for r in found] == [("requests", LOG, "6"), ("requests", LOG, "12")]
+    assert list(found[0]) == ["file", "line", "reason", "row"]
+    assert [(r["file"], r["line"]) for r in found] == [(LOG, "6"), (LOG, "12")]
     assert json.loads(found[0]["row"])["operation"] == "application.update"
     assert found[1]["reason"].startswith("unknown operation `dataset.rread`")
     assert len(done.stdout.splitlines()) == 9
