@@ -28,7 +28,7 @@ from privilog.engine.authorizer.deciding import Deciding
 from privilog.engine.authorizer.fixing import Fixing
 from privilog.engine.authorizer.loaded import LoadedWorld
 from privilog.engine.authorizer.requests import ID_CACHE, Requests
-from privilog.engine.backends import Backend, FastDecisions, FastRows, RowsPlan
+from privilog.engine.backends import Backend, Decider, FastDecisions, FastRows, RowsPlan
 from privilog.engine.decision import Decision, Denial, Request
 from privilog.engine.denial import deny_rules
 from privilog.engine.program import Program
@@ -113,10 +113,11 @@ class _Requirement:
 
     id: str
     text: str
-    applies: RowsPlan
-    met: RowsPlan
+    applies: Decider
+    met: RowsPlan  # (action, entity, holder) of each grant meeting it
+    met_any: Decider  # whether a grant meets it
     lacking: RowsPlan | None
-    by: tuple[RowsPlan, ...]
+    by: tuple[Decider, ...]
 
 
 @dataclass(frozen=True)
@@ -208,11 +209,13 @@ class Tabling:
         for requirement in plans.requirements:
             if not requirement.applies(principal, entity, args):
                 continue
-            met = requirement.met(principal, entity, args)
-            if met:
-                if allowed:  # rows of (action, entity, holder)
+            if allowed:  # the grants that meet it, for the one to name
+                met = requirement.met(principal, entity, args)
+                if met:
                     grants = list({(v, a, e) for a, e, v in met})
                     allowed_by.append((requirement.id, *least_grant(grants, self.codes)))
+                    continue
+            elif requirement.met_any(principal, entity, args):
                 continue
             if any(by(principal, entity, args) for by in requirement.by):
                 continue
@@ -254,11 +257,16 @@ class Tabling:
             rows: RowsPlan | None = backend.rows(operation, Atom(predicate, (request, *terms)))
             return rows
 
+        def test(predicate: str, *terms: Term) -> Decider | None:
+            holds: Decider | None = backend.test(operation, Atom(predicate, (request, *terms)))
+            return holds
+
         requirements = []
         for number, requirement in enumerate(op.requirements, start=1):
             iid = f"{operation}#{number}"
-            applies = plan("applies", Const(iid))
+            applies = test("applies", Const(iid))
             met = plan("met", Const(iid), Var("A"), Var("E"), Var("V"))
+            met_any = test("met", Const(iid), Var("A"), Var("E"), Var("V"))
             every = any(t.every for o in requirement.options for t in o.targets)
             lacking = plan("lacking", Const(iid), Var("D")) if every else None
             by = []
@@ -266,12 +274,11 @@ class Tabling:
                 for target in option.targets:
                     if target.scope is Scope.RULE:
                         arity = self.program.relations[target.param]
-                        by.append(plan(target.param, *(Var(f"X{i}") for i in range(1, arity))))
-            if applies is None or met is None or (every and lacking is None) or any(b is None for b in by):
+                        by.append(test(target.param, *(Var(f"X{i}") for i in range(1, arity))))
+            if applies is None or met is None or met_any is None or (every and lacking is None) or None in by:
                 return None
-            requirements.append(
-                _Requirement(iid, requirement_text(requirement), applies, met, lacking, tuple(b for b in by if b))
-            )
+            rules = tuple(b for b in by if b is not None)
+            requirements.append(_Requirement(iid, requirement_text(requirement), applies, met, met_any, lacking, rules))
         bypass = plan("bypass", Var("W")) if "bypass" in self.program.relations else None
         return _Plans(operation, decide, tuple(requirements), bypass)
 

@@ -65,6 +65,10 @@ class FastRows(Protocol):
         whose facts are in place, its request the unfolding's (engine.unfold.REQUEST_ID); None
         when it has none."""
 
+    def test(self, operation: str, goal: Atom) -> Decider | None:
+        """A plan answering whether ``goal`` holds (its variables existential), stopping at the first
+        row; None when it has none."""
+
 
 def make_backend(name: str, program: Program) -> Backend:
     """The backend called ``name`` for ``program``."""

@@ -143,3 +143,7 @@ class CompiledBackend:
         """A plan listing the rows of a request-derived goal for requests of ``operation``
         (``DecisionPlans.rows``), on the same terms as :meth:`decider`; None when it has none."""
         return self._plans().rows(operation, goal)
+
+    def test(self, operation: str, goal: Atom) -> Decider | None:
+        """A plan answering whether a request-derived goal holds (``DecisionPlans.test``); None when it has none."""
+        return self._plans().test(operation, goal)

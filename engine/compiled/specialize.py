@@ -77,6 +77,7 @@ class DecisionPlans:
         self._aux: dict[str, str] = {}
         self._deciders: dict[str, Decider | None] = {}
         self._rows: dict[tuple[str, Atom], RowsPlan | None] = {}
+        self._tests: dict[tuple[str, Atom], Decider | None] = {}
 
     def decider(self, operation: str) -> Decider | None:
         """The plan of ``operation``: ``decide(principal, entity, args)``; None when it has none.
@@ -118,7 +119,22 @@ class DecisionPlans:
         self._rows[key] = found
         return found
 
-    def _compile(self, operation: str, rows: Atom | None = None) -> Any:
+    def test(self, operation: str, goal: Atom) -> Decider | None:
+        """A plan answering whether a request-derived ``goal`` holds for one request of ``operation``
+        (its variables existential): as :meth:`rows`, but it stops at the first row."""
+        key = (operation, goal)
+        if key in self._tests:
+            return self._tests[key]
+        found: Decider | None = None
+        if not self._recursive:
+            try:
+                found = self._compile(operation, goal, first=True)
+            except NotCompiled:
+                found = None
+        self._tests[key] = found
+        return found
+
+    def _compile(self, operation: str, rows: Atom | None = None, first: bool = False) -> Any:
         op = next((o for o in self.program.policy.operations if o.qualified == operation), None)
         if op is not None and any(p.many for p in op.params):
             raise NotCompiled  # a list argument has several values; a plan reads one a name (``g``)
@@ -130,7 +146,10 @@ class DecisionPlans:
         unfolder = Unfolder(rules, derived | {"request"}, operation)
         module = _Module(self, unfolder)
         allowed = Atom("allowed", (Const(REQUEST_ID),))
-        top = module.function(allowed, ()) if rows is None else module.rows_function(rows)
+        if rows is None or first:
+            top = module.function(rows or allowed, ())
+        else:
+            top = module.rows_function(rows)
         text = "\n".join(
             ["def make(S, K, E):"]
             + ["    " + line for line in module.prologue]
