@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any, NamedTuple
 
 from privilog.dsl.format import format_alternatives
@@ -34,6 +35,9 @@ from privilog.engine.denial import deny_rules
 from privilog.engine.program import Program
 from privilog.engine.spark.encoding import xxhash64
 from privilog.engine.unfold import REQUEST_ID
+
+COSTLY = 50e-6  # seconds: a row that took longer to make is kept
+KEPT = 1 << 16  # rows kept, at most
 
 Unmet = tuple[str, str, tuple[str, ...]]  # requirement, its text, the entities it lacks (sorted)
 AllowedBy = tuple[str, str, str, str]  # requirement, and the grant: principal (holder), action, entity
@@ -156,6 +160,11 @@ class Tabling:
         self._plans: dict[str, _Plans | None] = {}
         self._denying = bool(deny_rules(program))
         self.codes = Codes()
+        # rows that took long to make (a busy principal's "any on the namespace or inside": every grant
+        # it holds looked at, for the one to name), kept by request for as long as the world does not
+        # change: logs ask them again. Which are kept depends on time; what each is, never.
+        self._kept: dict[tuple[Any, ...], Tabled] = {}
+        self._version = loaded.version
 
     # ---- a row ------------------------------------------------------------------------
 
@@ -187,7 +196,20 @@ class Tabling:
         if given is not None:
             plans = self.plans(operation)
             if plans is not None:
-                return self._planned(plans, principal, entity, given, None)
+                if self._version != self.loaded.version:  # the world changed: what was kept is stale
+                    self._kept.clear()
+                    self._version = self.loaded.version
+                key = (principal, operation, entity, tuple(given.items()) if given else ())
+                kept = self._kept.get(key)
+                if kept is not None:
+                    return kept
+                started = perf_counter()
+                row = self._planned(plans, principal, entity, given, None)
+                if perf_counter() - started > COSTLY:
+                    if len(self._kept) >= KEPT:
+                        self._kept.clear()
+                    self._kept[key] = row
+                return row
         return self.row(self.requests.request(principal, operation, entity, args))
 
     def _evaluated(self, request: Request) -> Tabled:
