@@ -163,3 +163,19 @@ def test_a_bad_request_is_the_reference_engine_s_error() -> None:
         fast.tabled("user:bob", "dataset.read", "namespace:ns1")
     with pytest.raises(RequestError, match="takes"):
         fast.tabled("user:bob", "dataset.read", "dataset:ns1.a", {"nope": "x"})
+
+
+def test_a_kept_row_is_not_answered_after_the_world_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from privilog.engine.authorizer import tabling
+    from privilog.engine.world import Grant
+
+    monkeypatch.setattr(tabling, "COSTLY", -1.0)  # keep every row
+    fast, reference = _both("cdap", {**WORLD, "admins": ["user:admin"]})
+    case = ("user:bob", "dataset.write", "dataset:ns1.b", None)
+    assert fast.tabled(*case).decision == "deny"
+    assert fast.tabled(*case).decision == "deny"  # kept
+    grant = Grant("user:bob", "WRITE", fast.entity("dataset:ns1.b"))
+    fast.grant("user:admin", [grant])
+    reference.grant("user:admin", [grant])
+    assert fast.tabled(*case) == _reference(reference, *case)
+    assert fast.tabled(*case).decision == "allow"
