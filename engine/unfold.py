@@ -102,13 +102,13 @@ class Unfolder:
         """The ways ``goal`` holds, each a conjunction with no positive request-derived literal."""
         return [conjunction for conjunction, _ in self.ways(goal, rigid)]
 
-    def ways(self, goal: Atom, rigid: frozenset[str], heads: bool = False) -> list[tuple[Conjunction, Head]]:
+    def ways(self, goal: Atom, rigid: frozenset[str], yielding: bool = False) -> list[tuple[Conjunction, Head]]:
         """As :meth:`conjunctions`, each with what the goal's variables (not ``rigid``) became in it,
-        in their order: with ``heads``, the rows a way yields (two ways alike but for what they
+        in their order: with ``yielding``, the rows a way yields (two ways alike but for what they
         yield are both kept); without, an empty tuple."""
         out: list[tuple[Conjunction, Head]] = []
         seen: set[Conjunction] = set()
-        wanted = [t for t in goal.terms if isinstance(t, Var) and t.name not in rigid] if heads else []
+        wanted = [t for t in goal.terms if isinstance(t, Var) and t.name not in rigid] if yielding else []
         work: list[tuple[list[Literal], dict[str, Term]]] = [([goal], {})]
         while work:
             body, theta = work.pop()
@@ -121,7 +121,7 @@ class Unfolder:
                 if done is not None:
                     head = tuple(_walk(t, theta) for t in wanted)
                     # one per way: the same one can come by several rows
-                    key = _renamed((*done, Atom(HEAD, head)) if heads else done, rigid)
+                    key = _renamed((*done, Atom(HEAD, head)) if yielding else done, rigid)
                     if key not in seen:
                         seen.add(key)
                         out.append((done, head))

@@ -255,7 +255,13 @@ class Tabling:
             if request is None:
                 request = self.requests.request(principal, plans.operation, entity, args)
             denied_by = places(self.fixing.denials(request))
-        return Tabled(allowed, tuple(sorted(unmet)), bypass, denied_by, tuple(sorted(allowed_by)))
+        return Tabled(
+            allowed,
+            tuple(sorted(unmet)) if len(unmet) > 1 else tuple(unmet),
+            bypass,
+            denied_by,
+            tuple(sorted(allowed_by)) if len(allowed_by) > 1 else tuple(allowed_by),
+        )
 
     # ---- plans --------------------------------------------------------------------------
 

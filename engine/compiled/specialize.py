@@ -78,6 +78,7 @@ class DecisionPlans:
         self._deciders: dict[str, Decider | None] = {}
         self._rows: dict[tuple[str, Atom], RowsPlan | None] = {}
         self._tests: dict[tuple[str, Atom], Decider | None] = {}
+        self._specialized: dict[str, dict[str, list[Rule]]] = {}  # an operation's rules, specialized
 
     def decider(self, operation: str) -> Decider | None:
         """The plan of ``operation``: ``decide(principal, entity, args)``; None when it has none.
@@ -138,18 +139,17 @@ class DecisionPlans:
         op = next((o for o in self.program.policy.operations if o.qualified == operation), None)
         if op is not None and any(p.many for p in op.params):
             raise NotCompiled  # a list argument has several values; a plan reads one a name (``g``)
-        static = {name for name, kind in self.analysis.kinds.items() if kind is Kind.STATIC}
-        rules: dict[str, list[Rule]] = {}
-        for rule in specialize(self._generic, operation, self.static_rows, static):
-            rules.setdefault(rule.head.predicate, []).append(rule)
+        rules = self._specialized.get(operation)
+        if rules is None:  # static relations do not change: once an operation, for all its plans
+            static = {name for name, kind in self.analysis.kinds.items() if kind is Kind.STATIC}
+            rules = self._specialized[operation] = {}
+            for rule in specialize(self._generic, operation, self.static_rows, static):
+                rules.setdefault(rule.head.predicate, []).append(rule)
         derived = frozenset(n for n, k in self.analysis.kinds.items() if k is Kind.REQUEST and n != ARG)
         unfolder = Unfolder(rules, derived | {"request"}, operation)
         module = _Module(self, unfolder)
         allowed = Atom("allowed", (Const(REQUEST_ID),))
-        if rows is None or first:
-            top = module.function(rows or allowed, ())
-        else:
-            top = module.rows_function(rows)
+        top = module.function(rows or allowed, ()) if rows is None or first else module.rows_function(rows)
         text = "\n".join(
             ["def make(S, K, E):"]
             + ["    " + line for line in module.prologue]
@@ -287,7 +287,7 @@ class _Module:
         """The name of the function listing the rows of ``goal`` (the values of its variables)."""
         name = self._names[("rows", goal)] = f"f{len(self._names)}"
         lines = [f"def {name}(p, e, g):", "    out = []"]
-        for conjunction, head in self.unfolder.ways(goal, frozenset((PRINCIPAL, ENTITY)), heads=True):
+        for conjunction, head in self.unfolder.ways(goal, frozenset((PRINCIPAL, ENTITY)), yielding=True):
             writer = _Writer(self, {PRINCIPAL: "p", ENTITY: "e"}, head)
             lines += writer.conjunction(conjunction)
         lines.append("    return out")

@@ -16,6 +16,7 @@ cannot be read, or when it has rows and every one was rejected.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 import json
@@ -83,7 +84,7 @@ class Counted:
         self.file = file
         self.read_chars = 0
 
-    def __iter__(self) -> Iterator[str]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[str]:
         for line in self.file:
             self.read_chars += len(line)
             yield line
@@ -200,6 +201,8 @@ class Writer:
             self._csv.writerow((*COLUMNS, *DECIDED))
 
     def text(self, value: Any, shape: Callable[[Any], Any]) -> str:
+        if not value:
+            return "[]"
         found = self._json.get(value)
         if found is None:
             if len(self._json) >= 1 << 16:
@@ -399,10 +402,8 @@ def cmd_decide(args: argparse.Namespace) -> int:
         finally:
             rejects.close()
             if staged:
-                try:
+                with contextlib.suppress(OSError):
                     os.unlink(staged)
-                except OSError:
-                    pass
     decided, allowed, rejected = counts
     print(
         f"decided {decided:,} requests ({allowed:,} allowed, {decided - allowed:,} denied), {rejected:,} rejected",
@@ -480,9 +481,9 @@ def decide_rows(
         principal, operation, entity = row["principal"], row["operation"], row["entity"]
         given = row.get("args")
         try:
-            for column, value in (("principal", principal), ("operation", operation), ("entity", entity)):
-                if value is None or value == "":
-                    raise ValueError(f"missing {column}")
+            if not (principal and operation and entity):
+                given_ = (("principal", principal), ("operation", operation), ("entity", entity))
+                raise ValueError(f"missing {next(c for c, v in given_ if not v)}")
             found = tabled(principal, operation, entity, _args(given) if given else None)
         except REJECTED as error:
             rejects.add(name, number, row, str(error))
@@ -500,14 +501,14 @@ def register(sub: Any) -> None:
     """Add ``decide`` to the command line's subparsers."""
     p = sub.add_parser("decide", help="decide a file of requests in process (no Spark)", description=DESCRIPTION)
     p.add_argument("requests", metavar="REQUESTS", help="the requests: CSV, JSON lines, Parquet, or - (stdin)")
-    p.add_argument("--out", help="where the decisions go (default: standard output)")
+    p.add_argument("--out", metavar="FILE", help="where the decisions go (default: standard output)")
     p.add_argument(
         "--format", choices=OUT_FORMATS, help="csv, json (JSON lines) or parquet (default: --out's suffix, else csv)"
     )
     p.add_argument(
         "--input-format",
         choices=("csv", "json", "parquet"),
-        help="the requests' format (default: their suffix; for - , JSON lines if it starts with {, else CSV)",
+        help="the requests' format (default: their suffix; else JSON lines if they start with {, else CSV)",
     )
     p.add_argument(
         "--rejects", metavar="FILE", help="where rejected rows go: .csv or .jsonl (file, line, reason, row), "

@@ -157,7 +157,7 @@ def test_a_list_argument_is_decided_without_plans_and_the_same(tmp_path: Path) -
 
 def test_a_bad_request_is_the_reference_engine_s_error() -> None:
     fast, _ = _both("cdap", WORLD)
-    with pytest.raises(RequestError, match="unknown operation `dataset.rread`"):
+    with pytest.raises(RequestError, match=r"unknown operation `dataset\.rread`"):
         fast.tabled("user:bob", "dataset.rread", "dataset:ns1.a")
     with pytest.raises(RequestError, match="acts on a dataset"):
         fast.tabled("user:bob", "dataset.read", "namespace:ns1")
