@@ -20,6 +20,7 @@ import contextlib
 import csv
 import io
 import json
+import operator
 import os
 import sys
 import time
@@ -57,8 +58,8 @@ class DecideError(PrivilogError):
 # ---- reading --------------------------------------------------------------------------
 
 
-Row = dict[str, Any]
-Read = tuple[int, Row | str]  # a row's number (its line; its row in Parquet) and the row, or why it is no row
+Values = tuple[Any, ...]  # a row's principal, operation, entity, args and timestamp (None: not given)
+Read = tuple[int, Values | str]  # a row's number (its line; its row in Parquet) and its values, or why it is no row
 
 
 def input_format(path: str, given: str | None, first: str = "") -> str:
@@ -100,6 +101,9 @@ def csv_rows(lines: Any, name: str) -> Iterator[Read]:
         if problem:
             raise DecideError(f"{name}:1: {problem} (found {', '.join(header) or 'none'})")
         width = len(header)
+        # the request's columns by their place in a row; one the header lacks reads the empty field
+        # appended to each row
+        pick = operator.itemgetter(*(header.index(c) if c in header else width for c in COLUMNS))
         line = reader.line_num
         for row in reader:
             start, line = line + 1, reader.line_num
@@ -108,7 +112,8 @@ def csv_rows(lines: Any, name: str) -> Iterator[Read]:
             if len(row) != width:
                 yield start, f"a row of {width} fields ({', '.join(header)}) has {len(row)}"
                 continue
-            yield start, dict(zip(header, row, strict=True))
+            row.append("")
+            yield start, pick(row)
     except csv.Error as error:
         raise DecideError(f"{name}:{reader.line_num}: not valid CSV: {error}") from None
 
@@ -126,7 +131,8 @@ def json_rows(lines: Any, name: str) -> Iterator[Read]:
         if not isinstance(row, dict):
             yield number, "a request is a JSON object"
             continue
-        yield number, _missing(row) or row
+        problem = _missing(row)
+        yield number, problem or (*(row[c] for c in REQUIRED), row.get("args"), row.get("timestamp"))
 
 
 def parquet_rows(path: str) -> Iterator[Read]:
@@ -140,9 +146,10 @@ def parquet_rows(path: str) -> Iterator[Read]:
         columns = [c for c in COLUMNS if c in names]
         number = 0
         for batch in file.iter_batches(batch_size=CHUNK, columns=columns):
-            for row in batch.to_pylist():
+            found = {c: batch.column(c).to_pylist() for c in columns}
+            for values in zip(*(found.get(c) or [None] * batch.num_rows for c in COLUMNS), strict=True):
                 number += 1
-                yield number, row
+                yield number, values
     except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
         raise DecideError(f"{path}: cannot read the requests as Parquet: {error}") from None
 
@@ -212,14 +219,15 @@ class Writer:
 
     def write(self, request: tuple[Any, ...], tabled: Any) -> None:
         if self.fmt == "csv":
+            allowed, unmet, bypass, denied_by, allowed_by = tabled
             self._csv.writerow(
                 (
                     *request,
-                    "allow" if tabled.allowed else "deny",
-                    self.text(tabled.unmet, _unmet),
-                    self.text(tabled.bypass, list),
-                    self.text(tabled.denied_by, list),
-                    self.text(tabled.allowed_by, _allowed_by),
+                    "allow" if allowed else "deny",
+                    self.text(unmet, _unmet) if unmet else "[]",
+                    self.text(bypass, list) if bypass else "[]",
+                    self.text(denied_by, list) if denied_by else "[]",
+                    self.text(allowed_by, _allowed_by) if allowed_by else "[]",
                 )
             )
         elif self.fmt == "json":
@@ -478,17 +486,16 @@ def decide_rows(
         if isinstance(row, str):
             rejects.add(name, number, None, row)
             continue
-        principal, operation, entity = row["principal"], row["operation"], row["entity"]
-        given = row.get("args")
+        principal, operation, entity, given, stamp = row
         try:
             if not (principal and operation and entity):
-                given_ = (("principal", principal), ("operation", operation), ("entity", entity))
-                raise ValueError(f"missing {next(c for c, v in given_ if not v)}")
+                named = (("principal", principal), ("operation", operation), ("entity", entity))
+                raise ValueError(f"missing {next(c for c, v in named if not v)}")
             found = tabled(principal, operation, entity, _args(given) if given else None)
         except REJECTED as error:
-            rejects.add(name, number, row, str(error))
+            rejects.add(name, number, dict(zip(COLUMNS, row, strict=True)), str(error))
             continue
-        write((principal, operation, entity, _text(given) or None, _text(row.get("timestamp")) or None), found)
+        write((principal, operation, entity, _text(given) or None, _text(stamp) or None), found)
         decided += 1
         allowed += found.allowed
         if tick and not decided & 1023:

@@ -233,3 +233,24 @@ def test_every_row_is_the_reference_backend_s(tmp_path: Path) -> None:
     decisions = [r["decision"] for r in rows]
     assert 0.05 < decisions.count("allow") / len(rows) < 0.95
     assert any(r["args"] for r in rows) and any(r["allowed_by"] for r in rows)
+
+
+def test_parquet_requests_are_read_by_row(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = tmp_path / "requests.parquet"
+    table = pa.table(
+        {
+            "principal": ["user:bob", "user:bob", "user:alice"],
+            "operation": ["dataset.read", "dataset.write", "dataset.rread"],
+            "entity": ["dataset:sales.orders", "dataset:sales.orders", "dataset:sales.orders"],
+        }
+    )
+    pq.write_table(table, path)
+    done = decide(str(path), "--world", WORLD, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(r["operation"], r["decision"], r["args"]) for r in rows] == [
+        ("dataset.read", "allow", None), ("dataset.write", "deny", None),
+    ]  # fmt: skip
+    assert done.stderr.splitlines()[0].startswith(f"{path}:3: unknown operation `dataset.rread`")
