@@ -344,7 +344,8 @@ class Progress:
     def __init__(self, total: int | None, read: Callable[[], int] | None):
         self.on = sys.stderr.isatty()
         self.total, self.read = total, read
-        self.started = self.last = time.monotonic()
+        self.started = time.monotonic()
+        self.last = self.started - 1.0  # the first tick draws
         self.drawn = False
 
     def tick(self, decided: int, rejected: int) -> None:
