@@ -86,13 +86,13 @@ def tabled(decision: Decision, policy: Policy, codes: Codes | None = None) -> Ta
     """The row of a decision (its ``denied_by`` as :meth:`Fixing.explained` gives it: an unexplained
     denial has none)."""
     codes = codes if codes is not None else Codes()
-    conditions = {o.id: o for o in decision.outcomes}
+    outcomes = {o.id: o for o in decision.outcomes}
     op = next(o for o in policy.operations if o.qualified == decision.request.operation)
     texts = {f"{op.qualified}#{n}": requirement_text(r) for n, r in enumerate(op.requirements, start=1)}
     unmet = tuple(sorted((o.id, texts[o.id], tuple(sorted(str(e) for e in o.lacking))) for o in decision.unmet))
     allowed_by: list[AllowedBy] = []
     if decision.allowed:
-        for o in conditions.values():
+        for o in outcomes.values():
             if o.applies and o.witnesses:
                 grants = [(w.holder, w.action, str(w.entity)) for w in o.witnesses]
                 allowed_by.append((o.id, *least_grant(grants, codes)))

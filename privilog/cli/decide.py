@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
-import io
 import json
 import operator
 import os
@@ -78,17 +77,23 @@ def _missing(found: Any) -> str | None:
     return f"a request needs the columns {', '.join(REQUIRED)}; missing {', '.join(absent)}" if absent else None
 
 
-class Counted:
-    """A text file read by lines, counting the characters read so far (for the progress line)."""
+class Lines:
+    """A file's lines as text, decoded one at a time (a line that is not UTF-8 is one error naming
+    it), counting the bytes read so far (for the progress line)."""
 
-    def __init__(self, file: IO[str]):
-        self.file = file
-        self.read_chars = 0
+    def __init__(self, file: IO[bytes], name: str):
+        self.file, self.name = file, name
+        self.read_bytes = 0
 
     def __iter__(self) -> Iterator[str]:
-        for line in self.file:
-            self.read_chars += len(line)
-            yield line
+        for number, raw in enumerate(self.file, start=1):
+            self.read_bytes += len(raw)
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                where = f"{self.name}:{number}"
+                raise DecideError(f"{where}: not UTF-8 text (byte {error.start + 1} of the line)") from None
+            yield line[1:] if number == 1 and line.startswith("\ufeff") else line
 
 
 def csv_rows(lines: Any, name: str) -> Iterator[Read]:
@@ -386,11 +391,13 @@ def cmd_decide(args: argparse.Namespace) -> int:
         if not args.out or args.out == "-":
             raise UsageError("privilog decide: Parquet goes to a file: give --out FILE.parquet")
     name = "<stdin>" if args.requests == "-" else args.requests
+    if args.requests == "-" and args.input_format == "parquet":
+        raise UsageError("privilog decide: Parquet requests are read from a file, not standard input")
     if args.requests != "-" and not os.path.isfile(args.requests):
         what = "not a regular file" if os.path.exists(args.requests) else "no such file"
         raise DecideError(f"{args.requests}: {what} (the requests to decide)")
     authorizer = load_authorizer(args)
-    with _inputs(args, name) as (reads, total, read_chars):
+    with Inputs(args, name) as (reads, total, read_chars):
         rejects = Rejects(args.rejects)
         target = args.out if args.out and args.out != "-" else None
         staged = f"{target}.partial-{os.getpid()}" if target else None
@@ -423,12 +430,12 @@ def cmd_decide(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-class _inputs:
+class Inputs:
     """The requests file's rows (and, for the progress line, its size and the characters read)."""
 
     def __init__(self, args: argparse.Namespace, name: str):
         self.args, self.name = args, name
-        self.file: IO[str] | None = None
+        self.file: IO[bytes] | None = None
 
     def __enter__(self) -> tuple[Iterator[Read], int | None, Callable[[], int] | None]:
         args, name = self.args, self.name
@@ -436,20 +443,20 @@ class _inputs:
             return parquet_rows(args.requests), None, None
         try:
             if args.requests == "-":
-                self.file = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8-sig", newline="")
+                self.file = sys.stdin.buffer
                 total = None
             else:
-                self.file = open(args.requests, encoding="utf-8-sig", newline="")
+                self.file = open(args.requests, "rb")
                 total = os.fstat(self.file.fileno()).st_size
         except OSError as error:
             raise DecideError(f"{name}: cannot read the requests: {error.strerror}") from None
-        counted = Counted(self.file)
+        counted = Lines(self.file, name)
         lines = iter(counted)
         first = next(lines, "")
         fmt = input_format(args.requests, args.input_format, first)
         chained = _chain(first, lines)
         rows = json_rows(chained, name) if fmt == "json" else csv_rows(chained, name)
-        return _utf8(rows, name), total, (lambda: counted.read_chars)
+        return rows, total, (lambda: counted.read_bytes)
 
     def __exit__(self, *_: object) -> None:
         if self.file is not None and self.args.requests != "-":
@@ -460,16 +467,6 @@ def _chain(first: str, rest: Iterator[str]) -> Iterator[str]:
     if first:
         yield first
     yield from rest
-
-
-def _utf8(rows: Iterator[Read], name: str) -> Iterator[Read]:
-    """The rows, a file that stops being UTF-8 one line naming where."""
-    number = 0
-    try:
-        for number, row in rows:
-            yield number, row
-    except UnicodeDecodeError:
-        raise DecideError(f"{name}: not UTF-8 text after row {number}") from None
 
 
 REJECTED = (PrivilogError, TypeError, ValueError, AttributeError)  # a row, not privilog, is wrong

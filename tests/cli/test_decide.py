@@ -300,3 +300,14 @@ def test_a_progress_line_on_a_terminal_only(tmp_path: Path) -> None:
     text = shown.decode()
     assert "% decided 1,024 (" in text and "\r\x1b[K" in text  # drawn (with the share of the file read), then wiped
     assert text.rstrip().endswith("decided 2,048 requests (2,048 allowed, 0 denied), 0 rejected")
+
+
+def test_text_that_is_not_utf8_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "log.csv"
+    path.write_bytes(b"principal,operation,entity\nuser:bob,dataset.read,dataset:sales.orders\nuser:\xff,x,y\n")
+    done = decide(str(path), "--world", WORLD)
+    assert done.returncode == 2
+    assert done.stderr == f"privilog: {path}:3: not UTF-8 text (byte 6 of the line)\n"
+    path.write_bytes(b"\xef\xbb\xbfprincipal,operation,entity\nuser:bob,dataset.read,dataset:sales.orders\n")
+    done = decide(str(path), "--world", WORLD)  # a byte order mark is not a column's name
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (0, "decided 1 requests (1 allowed, 0 denied), 0 rejected")
