@@ -34,6 +34,8 @@ ARG = "request_arg"
 MAX_CONJUNCTIONS = 4096  # an unfolding larger than this is left to the generic evaluator
 
 Conjunction = tuple[Literal, ...]
+Head = tuple[Term, ...]  # what a goal's variables became in one way it holds
+HEAD = "\x00head"  # a literal no policy can write: a way's head, kept beside its body when ways are told apart
 
 
 class NotCompiled(Exception):
@@ -98,8 +100,15 @@ class Unfolder:
 
     def conjunctions(self, goal: Atom, rigid: frozenset[str]) -> list[Conjunction]:
         """The ways ``goal`` holds, each a conjunction with no positive request-derived literal."""
-        out: list[Conjunction] = []
+        return [conjunction for conjunction, _ in self.ways(goal, rigid)]
+
+    def ways(self, goal: Atom, rigid: frozenset[str], yielding: bool = False) -> list[tuple[Conjunction, Head]]:
+        """As :meth:`conjunctions`, each with what the goal's variables (not ``rigid``) became in it,
+        in their order: with ``yielding``, the rows a way yields (two ways alike but for what they
+        yield are both kept); without, an empty tuple."""
+        out: list[tuple[Conjunction, Head]] = []
         seen: set[Conjunction] = set()
+        wanted = [t for t in goal.terms if isinstance(t, Var) and t.name not in rigid] if yielding else []
         work: list[tuple[list[Literal], dict[str, Term]]] = [([goal], {})]
         while work:
             body, theta = work.pop()
@@ -110,10 +119,12 @@ class Unfolder:
             if position is None:
                 done = self._finish(body, theta)
                 if done is not None:
-                    key = _renamed(done, rigid)  # one per way: the same one can come by several rows
+                    head = tuple(_walk(t, theta) for t in wanted)
+                    # one per way: the same one can come by several rows
+                    key = _renamed((*done, Atom(HEAD, head)) if yielding else done, rigid)
                     if key not in seen:
                         seen.add(key)
-                        out.append(done)
+                        out.append((done, head))
                     if len(out) > MAX_CONJUNCTIONS:
                         raise NotCompiled
                 continue

@@ -15,7 +15,8 @@ hands each question to the part that answers it:
 * ``answers``: the derived rows read into a decision, with its witnesses;
 * ``fixing``: a denial explained, the policy's own deny rules and the changes
   that would allow it;
-* ``listing``: what a principal sees of a type.
+* ``listing``: what a principal sees of a type;
+* ``tabling``: a request's row of the pipeline's decisions table (``privilog decide``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from privilog.engine.authorizer.fixing import Fixing
 from privilog.engine.authorizer.listing import Listing
 from privilog.engine.authorizer.loaded import LoadedWorld
 from privilog.engine.authorizer.requests import FALSE_WORDS, TRUE_WORDS, RequestError, Requests, check_hierarchy
+from privilog.engine.authorizer.tabling import Tabled, Tabling, tabled
 from privilog.engine.backends import Backend, make_backend
 from privilog.engine.decision import Decision, Denial, GrantChange, Request, Visible
 from privilog.engine.ids import EntityId
@@ -38,7 +40,7 @@ from privilog.engine.inventory import Inventory
 from privilog.engine.program import Program, Row, compile_policy
 from privilog.engine.world import Grant, World
 
-__all__ = ["FALSE_WORDS", "TRUE_WORDS", "Authorizer", "RequestError", "check_hierarchy"]
+__all__ = ["FALSE_WORDS", "TRUE_WORDS", "Authorizer", "RequestError", "Tabled", "check_hierarchy", "tabled"]
 
 
 class Authorizer:
@@ -56,6 +58,9 @@ class Authorizer:
         self.answers = Answers(policy, self.requests, self.loaded)
         self.fixing = Fixing(policy, self.program, self.backend, self.loaded, self.deciding, self.answers)
         self.listing = Listing(policy, self.loaded, self.requests, self.deciding)
+        self.tabling = Tabling(
+            policy, self.program, self.backend, self.loaded, self.requests, self.deciding, self.answers, self.fixing
+        )
         self.refresh()
 
     # ---- the world -----------------------------------------------------------------
@@ -169,6 +174,16 @@ class Authorizer:
         Raises RequestError for a request that is not well formed (never an allow).
         """
         return self.deciding.allows(principal, operation, entity, args)
+
+    def tabled(
+        self, principal: str, operation: str, entity: str | EntityId, args: Mapping[str, object] | None = None
+    ) -> Tabled:
+        """A request's row of the pipeline's decisions table (allow or deny, unmet, bypass, denied_by,
+        allowed_by), from strings; RequestError for a request that is not well formed
+        (``Tabling.row_of``: by plans where the backend has them, else read off its Decision)."""
+        if isinstance(entity, EntityId):
+            return self.tabling.row(self.request(principal, operation, entity, args))
+        return self.tabling.row_of(principal, operation, entity, args)
 
     def check(self, request: Request) -> Decision:
         """Decide one request, with its proof or its unmet requirements and the fixes."""

@@ -53,10 +53,10 @@ class Deciding:
             "request": {(rid, request.principal, request.operation, str(request.entity))},
             "request_arg": {(rid, k, v) for k, v in request.args},
         }
-        facts.update(self._absent(request))
+        facts.update(self.absent(request))
         return facts
 
-    def _absent(self, request: Request) -> dict[str, set[Row]]:
+    def absent(self, request: Request) -> dict[str, set[Row]]:
         """The facts of the entities a request names that do not exist, for its evaluation only.
 
         A request may name an entity that does not exist yet (create): its place in the
@@ -132,7 +132,7 @@ class Deciding:
         exists = loaded.inventory.exists(entity)
         if exists and not loaded.patterns and not loaded.uses_names:  # so does what encloses it
             return plan(request.principal, str(entity), dict(request.args))
-        absent = self._absent(request)
+        absent = self.absent(request)
         if not any(absent.values()):
             return plan(request.principal, str(entity), dict(request.args))
         if self._plans is not None:  # a create: the entity's place, for this decision only
@@ -158,29 +158,39 @@ class Deciding:
 
         Raises RequestError for a request that is not well formed (never an allow).
         """
+        given = self.in_place(principal, operation, entity, args)
+        if given is not None:
+            plan = self.plan(operation)
+            if plan is not None:
+                return plan(principal, entity, given)  # type: ignore[arg-type]
+        return self.decide(self.requests.request(principal, operation, entity, args))
+
+    def in_place(
+        self, principal: object, operation: object, entity: object, args: Mapping[str, object] | None
+    ) -> Mapping[str, str] | None:
+        """The checked arguments of a request a plan can decide as it is, from its strings, without
+        building a Request: the common case of a principal and an entity seen (and checked) before,
+        on an existing entity of the operation's type, needing no facts of its own; else None."""
         requests = self.requests
-        if (
+        if not (
             isinstance(principal, str)
             and isinstance(operation, str)
             and isinstance(entity, str)
             and principal in requests.principals
         ):
-            # the common case, without building a Request: a principal and an entity seen
-            # (and checked) before, on an existing entity of the operation's type
-            op = requests.operations.get(operation)
-            known = requests.entities.get(entity)
-            inventory = self.loaded.inventory
-            if op is not None and known is not None and known.type == op.entity_type and inventory.exists(known):
-                plan = self.plan(operation)
-                if plan is not None:
-                    given = self._checked_args(op, known, entity, args) if args else NO_ARGUMENTS
-                    if given is not None and self._in_place(principal, given):
-                        return plan(principal, entity, given)
-        return self.decide(requests.request(principal, operation, entity, args))
+            return None
+        op = requests.operations.get(operation)
+        known = requests.entities.get(entity)
+        if op is None or known is None or known.type != op.entity_type or not self.loaded.inventory.exists(known):
+            return None
+        given = self._checked_args(op, known, entity, args) if args else NO_ARGUMENTS
+        if given is None or not self._in_place(principal, given):
+            return None
+        return given
 
     def _in_place(self, principal: str, args: Mapping[str, str]) -> bool:
         """Whether a request on an existing entity needs no facts of its own for its decision
-        (what :meth:`_absent` would add is there already): the ``name_of`` row of its principal
+        (what :meth:`absent` would add is there already): the ``name_of`` row of its principal
         and of each id an argument names, when the policy reads names; the ``matches`` rows of
         an argument's entity, when wildcards are granted, which only an existing one has."""
         loaded = self.loaded

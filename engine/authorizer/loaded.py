@@ -37,6 +37,7 @@ class LoadedWorld:
         self.inventory: Inventory  # what exists; these three are made by refresh
         self.holders: dict[tuple[str, EntityId], set[str]]  # who holds each action on each entity or wildcard
         self.patterns: dict[EntityId, int]  # each wildcard granted, and by how many grants
+        self.version = 0  # counts the changes of the world's facts: what was worked out before one is stale
 
     def refresh(self, following: object | None = None) -> None:
         """Bring the backend's facts in line with a world that was changed or swapped wholesale
@@ -82,6 +83,7 @@ class LoadedWorld:
             self.refresh()
 
     def _refresh(self, following: object | None) -> None:
+        self.version += 1
         world = self.world
         size = len(world.entities) + len(world.grants) + len(world.members) + len(world.admins)
         if size > WORLD_ENTRIES.value():  # refused before its facts are made: they cost the memory
@@ -125,6 +127,7 @@ class LoadedWorld:
         """Apply a change of base facts to the backend (and to the facts kept for refresh). A new
         id gets its ``name_of`` row (when the policy reads them); a removed one keeps it until the
         next refresh: a name is the id's, whoever still names it."""
+        self.version += 1
         if self.uses_names and added:
             ids = {v for rows in added.values() for row in rows for v in row}
             added = {**added, "name_of": name_rows(ids) | set(added.get("name_of", ()))}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, TypeVar, runtime_checkable
 
+from privilog.dsl.ir import Atom
 from privilog.engine.program import Program, Row
 
 Decider = Callable[[str, str, Mapping[str, str]], bool]  # principal, entity, arguments -> allowed
@@ -48,6 +49,25 @@ class FastDecisions(Protocol[Assumed]):
 
     def retract(self, changes: Assumed) -> None:
         """Undo what :meth:`assume` did."""
+
+
+RowsPlan = Callable[[str, str, Mapping[str, str]], list[tuple[str, ...]]]  # principal, entity, arguments -> rows
+
+
+@runtime_checkable
+class FastRows(Protocol):
+    """What a backend with decision plans may add besides: the rows of a request-derived relation
+    for one request, without evaluating the rules (``privilog decide``'s unmet requirements and
+    the grants that allow). Optional, as :class:`FastDecisions`; the compiled backend answers it."""
+
+    def rows(self, operation: str, goal: Atom) -> RowsPlan | None:
+        """A plan of ``goal``'s rows (the values of its variables) for a request of ``operation``
+        whose facts are in place, its request the unfolding's (engine.unfold.REQUEST_ID); None
+        when it has none."""
+
+    def test(self, operation: str, goal: Atom) -> Decider | None:
+        """A plan answering whether ``goal`` holds (its variables existential), stopping at the first
+        row; None when it has none."""
 
 
 def make_backend(name: str, program: Program) -> Backend:

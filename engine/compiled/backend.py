@@ -23,7 +23,8 @@ from privilog.engine.compiled.relation import Relation
 from privilog.engine.program import Program, Row
 
 if TYPE_CHECKING:
-    from privilog.engine.compiled.specialize import Decider, DecisionPlans
+    from privilog.dsl.ir import Atom
+    from privilog.engine.compiled.specialize import Decider, DecisionPlans, RowsPlan
 
 
 class CompiledBackend:
@@ -137,3 +138,12 @@ class CompiledBackend:
         """The decision plan of ``operation`` (``decide(principal, entity, args)``), for requests
         whose entity exists (see ``Authorizer.decide``); None when it has none."""
         return self._plans().decider(operation)
+
+    def rows(self, operation: str, goal: Atom) -> RowsPlan | None:
+        """A plan listing the rows of a request-derived goal for requests of ``operation``
+        (``DecisionPlans.rows``), on the same terms as :meth:`decider`; None when it has none."""
+        return self._plans().rows(operation, goal)
+
+    def test(self, operation: str, goal: Atom) -> Decider | None:
+        """A plan answering whether a request-derived goal holds (``DecisionPlans.test``); None when it has none."""
+        return self._plans().test(operation, goal)

@@ -59,6 +59,7 @@ SAMPLE = 4096  # rows looked at to guess how selective a lookup is
 INLINE = 600  # characters of a function's expression its callers may test in place
 
 Decider = Callable[[str, str, Mapping[str, str]], bool]
+RowsPlan = Callable[[str, str, Mapping[str, str]], list[tuple[str, ...]]]  # principal, entity, arguments -> rows
 
 
 class DecisionPlans:
@@ -75,6 +76,9 @@ class DecisionPlans:
         self._generic = generic
         self._aux: dict[str, str] = {}
         self._deciders: dict[str, Decider | None] = {}
+        self._rows: dict[tuple[str, Atom], RowsPlan | None] = {}
+        self._tests: dict[tuple[str, Atom], Decider | None] = {}
+        self._specialized: dict[str, dict[str, list[Rule]]] = {}  # an operation's rules, specialized
 
     def decider(self, operation: str) -> Decider | None:
         """The plan of ``operation``: ``decide(principal, entity, args)``; None when it has none.
@@ -98,18 +102,54 @@ class DecisionPlans:
     def kind(self, relation: str) -> Kind:
         return self.analysis.kinds.get(relation, Kind.STATIC)
 
-    def _compile(self, operation: str) -> Decider:
+    def rows(self, operation: str, goal: Atom) -> RowsPlan | None:
+        """A plan listing the rows of a request-derived ``goal`` for one request of ``operation``:
+        ``rows(principal, entity, args)``, a list of the values of the goal's variables, in their
+        order, once or more each (None when it has no plan, as :meth:`decider`). The goal's request
+        is :data:`engine.unfold.REQUEST_ID`; its other terms are constants or variables
+        (``met(REQUEST_ID, "dataset.read#1", A, E, V)``: each grant meeting that requirement)."""
+        key = (operation, goal)
+        if key in self._rows:
+            return self._rows[key]
+        found: RowsPlan | None = None
+        if not self._recursive:
+            try:
+                found = self._compile(operation, goal)
+            except NotCompiled:
+                found = None
+        self._rows[key] = found
+        return found
+
+    def test(self, operation: str, goal: Atom) -> Decider | None:
+        """A plan answering whether a request-derived ``goal`` holds for one request of ``operation``
+        (its variables existential): as :meth:`rows`, but it stops at the first row."""
+        key = (operation, goal)
+        if key in self._tests:
+            return self._tests[key]
+        found: Decider | None = None
+        if not self._recursive:
+            try:
+                found = self._compile(operation, goal, first=True)
+            except NotCompiled:
+                found = None
+        self._tests[key] = found
+        return found
+
+    def _compile(self, operation: str, rows: Atom | None = None, first: bool = False) -> Any:
         op = next((o for o in self.program.policy.operations if o.qualified == operation), None)
         if op is not None and any(p.many for p in op.params):
             raise NotCompiled  # a list argument has several values; a plan reads one a name (``g``)
-        static = {name for name, kind in self.analysis.kinds.items() if kind is Kind.STATIC}
-        rules: dict[str, list[Rule]] = {}
-        for rule in specialize(self._generic, operation, self.static_rows, static):
-            rules.setdefault(rule.head.predicate, []).append(rule)
+        rules = self._specialized.get(operation)
+        if rules is None:  # static relations do not change: once an operation, for all its plans
+            static = {name for name, kind in self.analysis.kinds.items() if kind is Kind.STATIC}
+            rules = self._specialized[operation] = {}
+            for rule in specialize(self._generic, operation, self.static_rows, static):
+                rules.setdefault(rule.head.predicate, []).append(rule)
         derived = frozenset(n for n, k in self.analysis.kinds.items() if k is Kind.REQUEST and n != ARG)
         unfolder = Unfolder(rules, derived | {"request"}, operation)
         module = _Module(self, unfolder)
-        top = module.function(Atom("allowed", (Const(REQUEST_ID),)), ())
+        allowed = Atom("allowed", (Const(REQUEST_ID),))
+        top = module.function(rows or allowed, ()) if rows is None or first else module.rows_function(rows)
         text = "\n".join(
             ["def make(S, K, E):"]
             + ["    " + line for line in module.prologue]
@@ -123,8 +163,7 @@ class DecisionPlans:
             raise NotCompiled from None
         exec(code, namespace)
         relations = [self.evaluator.relation(name) for name in module.relations]
-        decide: Decider = namespace["make"](relations, tuple(module.constants), EMPTY)
-        return decide
+        return namespace["make"](relations, tuple(module.constants), EMPTY)
 
     def static_rows(self, relation: str) -> set[tuple[str, ...]]:
         return self.evaluator.relation(relation).rows
@@ -244,11 +283,27 @@ class _Module:
         return name
 
 
-class _Writer:
-    """Nested loops for one conjunction, at the top of a function: ``return True`` when it holds."""
+    def rows_function(self, goal: Atom) -> str:
+        """The name of the function listing the rows of ``goal`` (the values of its variables)."""
+        name = self._names[("rows", goal)] = f"f{len(self._names)}"
+        lines = [f"def {name}(p, e, g):", "    out = []"]
+        for conjunction, head in self.unfolder.ways(goal, frozenset((PRINCIPAL, ENTITY)), yielding=True):
+            writer = _Writer(self, {PRINCIPAL: "p", ENTITY: "e"}, head)
+            lines += writer.conjunction(conjunction)
+        lines.append("    return out")
+        self.functions.append(lines)
+        return name
 
-    def __init__(self, module: _Module, names: dict[str, str]):
+
+class _Writer:
+    """Nested loops for one conjunction, at the top of a function: ``return True`` when it holds
+    (or, given a ``head``, its values appended to ``out``: a row of a rows plan)."""
+
+    def __init__(self, module: _Module, names: dict[str, str], head: tuple[Term, ...] | None = None):
         self.module = module
+        self.head = head
+        # the variables the head yields: bound by the loops, kept out of any join made apart
+        self.outputs = {t.name for t in head or () if isinstance(t, Var)}
         self.plans = module.plans
         self.names = dict(names)  # variable -> Python name, for the variables bound so far
         self.lines: list[str] = []
@@ -315,13 +370,18 @@ class _Writer:
             self._atom(best, body)
         if filters:
             raise NotCompiled  # a negation or comparison with a variable nothing binds
-        self.line("return True")
+        if self.head is None:
+            self.line("return True")
+        else:
+            if not all(self.bound(t) for t in self.head):
+                raise NotCompiled  # a variable of the goal that no literal binds
+            self.line(f"out.append(({''.join(self.term(t) + ', ' for t in self.head)}))")
         return self.lines
 
     # which literals the request binds, and which only world relations join on
     def _factored(self, body: list[Literal]) -> list[Literal]:
         world = [b for b in body if isinstance(b, Atom) and not b.negated and self._joinable(b)]
-        outside = set(self.names)
+        outside = set(self.names) | self.outputs
         for literal in body:
             if literal not in world:
                 outside |= set(literal.variables)
@@ -357,7 +417,7 @@ class _Writer:
 
     def _needed(self, atom: Atom, body: list[Literal]) -> set[str]:
         """The variables of ``atom`` used by another literal, or twice in it."""
-        others: set[str] = set()
+        others: set[str] = set(self.outputs)
         for literal in body:
             if literal is not atom:
                 others |= set(literal.variables)

@@ -291,11 +291,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Commands that live in their own modules register themselves here; each module's
     # `register(sub)` adds its parsers with `set_defaults(run=...)`.
-    from privilog.cli import ask, changes, prove, unused, whatif
+    from privilog.cli import ask, changes, decide, prove, unused, whatif
 
     changes.register(sub)  # grant, revoke, member, entity
     whatif.register(sub)
     ask.register(sub)
+    decide.register(sub)
     prove.register(sub)
     unused.register(sub)
     text = "an interactive session: check, why, whynot, list, who, Datalog queries, grants, rules"

@@ -106,11 +106,11 @@ MUTANTS: dict[str, Mutant] = {
     ),
     # the authorizer's deciding: the ways to a plan
     "allows-type-check": (
-        AUTH, "known.type == op.entity_type and ", "", [("Deciding", "allows")],
+        AUTH, " or known.type != op.entity_type", "", [("Deciding", "in_place")],
         ["test_the_entity_type_is_checked_on_the_fast_path"],
     ),
     "allows-exists": (
-        AUTH, " and inventory.exists(known):", ":", [("Deciding", "allows")],
+        AUTH, " or not self.loaded.inventory.exists(known):", ":", [("Deciding", "in_place")],
         ["test_a_create_places_its_entity_first"],
     ),
     "allows-args-key": (

@@ -385,6 +385,39 @@ def test_decide_prints_allowed_denied_and_unmet_per_operation(decided: Decided) 
     }
 
 
+def test_privilog_decide_writes_the_pipeline_s_rows_without_spark(
+    decided: Decided, deployment: Deployment, tmp_path: Path
+) -> None:
+    """``privilog decide`` (in process, no Spark) over the same log: the same rows, column for column
+    (the grant named for each requirement included), and the same rows rejected."""
+    world = tmp_path / "world"
+    world.mkdir()
+    for table in ("entities", "grants", "members"):
+        rows = deployment.good[table]
+        with (world / f"{table}.csv").open("w", encoding="utf-8", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    out, rejects = tmp_path / "decisions.jsonl", tmp_path / "rejects.csv"
+    requests = table_path(deployment.folders["csv"], "requests", "csv")
+    argv = ["decide", str(requests), "--world", str(world), "--out", str(out), "--rejects", str(rejects)]
+    assert main(argv) == 0
+
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+        return (
+            *(row[c] or None for c in ("principal", "operation", "entity", "args", "timestamp", "decision")),
+            tuple((u["requirement"], u["text"], tuple(u["lacking"])) for u in row["unmet"]),
+            tuple(row["bypass"]),
+            tuple(row["denied_by"]),
+            tuple((g["requirement"], g["principal"], g["action"], g["entity"]) for g in row["allowed_by"]),
+        )
+
+    mine = [json.loads(line) for line in out.read_text().splitlines()]
+    assert collections.Counter(map(key, mine)) == collections.Counter(map(key, decided.decisions))
+    theirs = {r["row_number"] for r in decided.rejects if r["table"] == "requests"}
+    assert {int(r["line"]) - 1 for r in _rows(rejects)} == theirs  # a line, after the header; a row of data
+
+
 def test_an_allowed_decision_names_grants_of_the_world(decided: Decided, deployment: Deployment) -> None:
     granted = {(r["principal"], r["action"], r["entity"]) for r in deployment.good["grants"]}
     allowed = [r for r in decided.decisions if r["decision"] == "allow"]
