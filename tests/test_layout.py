@@ -386,3 +386,12 @@ def test_a_module_over_600_lines_says_why() -> None:
     assert not unexplained, "a module over 600 lines says why in its docstring (a sentence naming `600 lines`):\n" + "\n".join(
         unexplained
     )
+
+
+def test_every_test_module_has_a_name_of_its_own() -> None:
+    """pytest imports test modules by their basename (the folders are not packages): two of one name in
+    different folders stop the whole run at collection."""
+    seen: dict[str, Path] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        assert path.name not in seen, f"{path.relative_to(ROOT)} and {seen[path.name].relative_to(ROOT)}: rename one"
+        seen[path.name] = path
