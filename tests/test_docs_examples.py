@@ -24,7 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted((ROOT / "docs").glob("*.md"))
-FENCE = re.compile(r"^```(\w*)([^\n]*)\n(.*?)^```\s*$", re.S | re.M)
+FENCE = re.compile(r"^```(\w*)([^\n]*)\n(.*?)^```[ \t]*$", re.S | re.M)
 TITLE = re.compile(r'title="([^"]+)"')
 
 
@@ -57,8 +57,7 @@ def test_every_page_has_examples() -> None:
         assert any(kind == "run" for kind, _, _ in steps(page.read_text(encoding="utf-8"))), page.name
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
-def test_the_page_examples_print_what_they_show(page: Path, tmp_path: Path) -> None:
+def _environment() -> dict[str, str]:
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -66,19 +65,59 @@ def test_the_page_examples_print_what_they_show(page: Path, tmp_path: Path) -> N
         "COLUMNS": "100",
     }
     env.pop("PRIVILOG_STORE", None)
-    for kind, what, text in steps(page.read_text(encoding="utf-8")):
+    env.pop("PRIVILOG_AS", None)
+    return env
+
+
+def run_page(text: str, folder: Path) -> list[tuple[str, str, str]]:
+    """Each command of a page run in ``folder``, in order: (command, what the page shows, what it printed)."""
+    env = _environment()
+    ran = []
+    for kind, what, shown in steps(text):
         if kind == "file":
-            path = tmp_path / what
+            path = folder / what
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            path.write_text(shown, encoding="utf-8")
             continue
         done = subprocess.run(
             ["bash", "-c", what],
-            cwd=tmp_path,
+            cwd=folder,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             timeout=120,
         )
-        assert done.stdout.rstrip("\n") == text.rstrip("\n"), f"{page.name}: $ {what}"
+        ran.append((what, shown, done.stdout.rstrip("\n")))
+    return ran
+
+
+def _rewritten(text: str, ran: list[tuple[str, str, str]]) -> str:
+    """The page with each console block's output replaced by what its commands printed."""
+    printed = iter(ran)
+
+    def block(match: re.Match[str]) -> str:
+        language, info, body = match.groups()
+        if language != "console" or TITLE.search(info):
+            return match.group(0)
+        lines = []
+        for line in body.splitlines():
+            if line.startswith("$ "):
+                command, _, output = next(printed)
+                assert command == line[2:]
+                lines += [line, *([output] if output else [])]
+        return f"```{language}{info}\n" + "\n".join(lines) + "\n```"
+
+    return FENCE.sub(block, text)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
+def test_the_page_examples_print_what_they_show(page: Path, tmp_path: Path) -> None:
+    """With PRIVILOG_REGEN_DOCS=1 the page's outputs are rewritten from the run instead (review the diff)."""
+    text = page.read_text(encoding="utf-8")
+    ran = run_page(text, tmp_path)
+    if os.environ.get("PRIVILOG_REGEN_DOCS") == "1":
+        page.write_text(_rewritten(text, ran), encoding="utf-8")
+        return
+    for command, shown, printed in ran:
+        assert printed == shown.rstrip("\n"), f"{page.name}: $ {command}"
