@@ -1,8 +1,8 @@
 """A principal's report and an entity's (``privilog report``) as text and as CSV rows.
 
 The text is a tree a person reads top down: the memberships as chains (``user:dave -> group:analysts``),
-each grant that reaches with what it allows (grouped by entity), the accesses no grant explains (a
-policy's rule, a bypass), and what the principal sees; for an entity, each principal with its
+each grant that reaches with what it allows (grouped by entity), the accesses a rule of the policy
+or a bypass allows (no grant named as a witness), and what the principal sees; for an entity, each principal with its
 operations grouped by the same reasons.
 """
 
@@ -65,7 +65,7 @@ def render_principal(report: PrincipalReport) -> str:
         lines.append("no grant reaches it")
     unexplained = [a for a in report.accesses if not a.grants]
     if unexplained:
-        lines.append(f"allowed without a grant ({len(unexplained)}):")
+        lines.append(f"allowed by a rule of the policy or a bypass, not by a grant it names ({len(unexplained)}):")
         reasons: dict[tuple[str, ...], list[tuple[str, EntityId]]] = {}
         for access in unexplained:
             reasons.setdefault(access.rules, []).append((access.operation, access.entity))

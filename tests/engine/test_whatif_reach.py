@@ -145,7 +145,7 @@ POLICIES = [*SHIPPED, *EXTRA]
 
 
 @pytest.mark.parametrize("name", POLICIES)
-@settings(max_examples=8, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=10, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_impact_is_the_whole_redecision(name: str, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory) -> None:
     policy = _policy(name, tmp_path_factory.mktemp("policy"))
