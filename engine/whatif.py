@@ -13,7 +13,9 @@ depth), on the entities at, under and over the changed ones. The bound is read f
 policy's rules (:func:`locality`): the prelude's reach only as far as a principal's own grants
 and groups and an entity's line in the hierarchy, and each rule of the policy's own is checked
 to reach no further; a policy whose rules it cannot bound, or a change of settings (`config:`),
-of admins a rule reads, or of the instance, is decided whole.
+of admins a rule reads, or of the instance, is decided whole. By the same bound, those accesses are
+decided on the part of each world they read (:func:`_part`: the lines of their entities, the grants
+and memberships of their users and of their groups), so that neither world is loaded whole.
 
 :func:`redecide` re-decides logged requests on both worlds and keeps those decided
 differently.
@@ -91,10 +93,13 @@ def _accesses(
     return allowed
 
 
-def _universe(before: World, after: World) -> tuple[list[str], list[EntityId]]:
+def _universe(
+    before: World, after: World, existing: tuple[set[EntityId], set[EntityId]] | None = None
+) -> tuple[list[str], list[EntityId]]:
     principals = sorted(p for p in before.principals() | after.principals() if p.startswith("user:"))
     granted = {g.entity for g in before.grants} | {g.entity for g in after.grants}
-    entities = sorted(before.existing() | after.existing() | {e for e in granted if not is_pattern(e)})
+    old, new = existing or (before.existing(), after.existing())
+    entities = sorted(old | new | {e for e in granted if not is_pattern(e)})
     return principals, entities
 
 
@@ -334,6 +339,20 @@ def reach(policy: Policy, before: World, after: World) -> dict[str, set[EntityId
     """The accesses the change from ``before`` to ``after`` can change: each user's entities to decide
     again (among those :func:`impact_whole` asks about), or None where they cannot be bounded (decide
     the worlds whole)."""
+    found = _reach(policy, before, after)
+    return None if found is None else found.users
+
+
+@dataclass
+class _Reached:
+    """What :func:`reach` found, and what it read on the way that :func:`impact` reads again."""
+
+    users: dict[str, set[EntityId]]
+    hierarchy: _Hierarchy
+    existing: tuple[set[EntityId], set[EntityId]]
+
+
+def _reach(policy: Policy, before: World, after: World) -> _Reached | None:
     found = locality(policy)
     if (
         not found.bounded
@@ -342,7 +361,8 @@ def reach(policy: Policy, before: World, after: World) -> dict[str, set[EntityId
         or (found.admins and before.admins != after.admins)
     ):
         return None
-    users, entities = _universe(before, after)
+    existing = (before.existing(), after.existing())
+    users, entities = _universe(before, after, existing)
     hierarchy = _Hierarchy(entities, before.instance)
     everything = set(entities)
     members = _members_index(before, after)
@@ -375,30 +395,57 @@ def reach(policy: Policy, before: World, after: World) -> dict[str, set[EntityId
                 for group in moved:
                     for entity in grants_of.get(group, ()):
                         add([p], hierarchy.line(entity))
-    places = before.existing() ^ after.existing()
+    places = existing[0] ^ existing[1]
     owned = {e for e in before.owners.keys() | after.owners.keys() if before.owners.get(e) != after.owners.get(e)}
     if places or owned:
         lines: set[EntityId] = set()
         for entity in places | owned:
             lines |= hierarchy.line(entity)
         add(users, lines & everything)
-    return {p: es & everything for p, es in out.items()}
+    # only entities of a type some operation acts on are asked about (an instance is not, in CDAP)
+    types = {op.entity_type for op in policy.operations}
+    asked = {e for e in everything if e.type in types}
+    return _Reached({p: es & asked for p, es in out.items()}, hierarchy, existing)
 
 
 def impact(policy: Policy, before: World, after: World, backend: str = "compiled") -> Impact:
     """The accesses that differ between ``before`` and ``after`` under ``policy``: the same answer as
     :func:`impact_whole`, deciding only the accesses the change can reach (:func:`reach`)."""
-    reached = reach(policy, before, after)
-    if reached is None:
+    found = _reach(policy, before, after)
+    if found is None:
         return impact_whole(policy, before, after, backend)
-    reached = {p: es for p, es in reached.items() if es}
+    reached = {p: es for p, es in found.users.items() if es}
     if not reached:
         return Impact((), ())
     principals = sorted(reached)
     asked = {p: sorted(es) for p, es in reached.items()}
-    old = _accesses(Authorizer(policy, before, backend=backend), principals, asked)
-    new = _accesses(Authorizer(policy, after, backend=backend), principals, asked)
+    kept: set[EntityId] = set()
+    for entity in {e for es in reached.values() for e in es}:
+        kept |= found.hierarchy.line(entity)
+    old_part = _part(before, found.existing[0], principals, kept)
+    new_part = _part(after, found.existing[1], principals, kept)
+    old = _accesses(Authorizer(policy, old_part, backend=backend), principals, asked)
+    new = _accesses(Authorizer(policy, new_part, backend=backend), principals, asked)
     return Impact(tuple(sorted(old - new)), tuple(sorted(new - old)))
+
+
+def _part(world: World, existing: set[EntityId], principals: Iterable[str], entities: set[EntityId]) -> World:
+    """The part of ``world`` the decisions of ``principals`` on ``entities`` read, by :func:`locality`'s
+    bound: the entities' lines in the hierarchy (given as ``entities``), the grants of the principals
+    and of their groups and roles, their memberships, and the settings, admins and owners whole."""
+    holders: set[str] = set()
+    for principal in principals:
+        holders |= {principal, *world.groups_of(principal)}
+    return World(
+        entities=existing & entities,
+        grants={g for g in world.grants if g.principal in holders},
+        members={(m, g) for m, g in world.members if m in holders},
+        admins=set(world.admins),
+        instance=world.instance,
+        config=dict(world.config),
+        owners=dict(world.owners),
+        actions=world.actions,
+    )
 
 
 def redecide(
