@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from privilog.engine.authorizer import Authorizer
-from privilog.engine.decision import Decision, Request
+from privilog.engine.decision import Decision
 from privilog.engine.ids import EntityId, parse_principal
 from privilog.engine.patterns import is_pattern, parse_pattern
 from privilog.engine.world import Grant, World
@@ -160,12 +160,8 @@ def accesses(authorizer: Authorizer, principals: Sequence[str], entities: Sequen
     chains = {p: _chains(p, _groups(world)) for p in principals}
     out: list[Held] = []
     for op in authorizer.policy.operations:
-        requests = [
-            Request(authorizer.request(p, op.qualified, e).principal, op.qualified, e)
-            for p in principals
-            for e in entities
-            if e.type == op.entity_type
-        ]
+        name = op.qualified
+        requests = [authorizer.request(p, name, e) for p in principals for e in entities if e.type == op.entity_type]
         if not requests:
             continue
         for decision in authorizer.check_many(requests, explain_denials=False):
