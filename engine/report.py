@@ -44,7 +44,7 @@ def _chains(start: str, edges: Mapping[str, Iterable[str]]) -> dict[str, tuple[s
 
 def _back(start: str, chains: Mapping[str, tuple[str, ...]], edges: Mapping[str, Iterable[str]]) -> tuple[str, ...]:
     """The shortest chain from ``start`` round a cycle back to itself, or () when it is in none."""
-    closing = [chains[p] for p in chains if p != start and start in edges.get(p, ())]
+    closing = [chains[p] for p in chains if start in edges.get(p, ())]  # itself too: a group in itself
     return (*min(closing, key=lambda c: (len(c), c)), start) if closing else ()
 
 

@@ -176,3 +176,17 @@ def test_an_entity_id_parses_as_the_report_asks(nested: str) -> None:
     report = entity_report(load("cdap", nested), "dataset:ns1.new")
     assert not report.exists and report.entity == EntityId.parse("dataset:ns1.new")
     assert {a.operation for a in report.accesses if a.principal == "user:ann"} >= {"dataset.create"}
+
+
+def test_memberships_and_grants_are_what_privilog_query_finds(nested: str, capsys: pytest.CaptureFixture[str]) -> None:
+    for principal in ("user:ann", "user:bea", "role:ops", "group:all"):
+        code, out, _ = run(capsys, "report", principal, "--world", nested, "--json")
+        report = json.loads(out)
+        code, out, _ = run(capsys, "query", f"in_group({principal}, G)", "--world", nested, "--json")
+        assert code == 0
+        assert {c[-1] for c in report["memberships"]} == {row[0] for row in json.loads(out)["rows"]}
+        code, out, _ = run(capsys, "query", f"in_group({principal}, G), grant(G, A, E)", "--world", nested, "--json")
+        through = {tuple(row) for row in json.loads(out)["rows"]}
+        code, out, _ = run(capsys, "query", f"grant({principal}, A, E)", "--world", nested, "--json")
+        own = {(principal, *row) for row in json.loads(out)["rows"]}
+        assert {(g["principal"], g["action"], g["entity"]) for g in report["grants"]} == through | own
