@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 from privilog.engine.ids import EntityId
+from privilog.engine.justify import justify
 from privilog.engine.report import entity_report, principal_report, universe
 from privilog.engine.who import who
 
@@ -84,6 +85,10 @@ def test_a_users_accesses_are_every_allowed_check_and_its_chains_are_its_groups(
         for access in report.accesses:
             assert {r.grant for r in access.grants} <= reaching
             assert access.grants or access.rules
+        # each access's grants are every grant that can meet its requirements (least privilege's needs)
+        asked = [authorizer.request(principal, a.operation, a.entity) for a in report.accesses]
+        for access, justified in zip(report.accesses, justify(authorizer, asked), strict=True):
+            assert {r.grant for r in access.grants} == justified.grants()
         # what it sees, as `list` sees it
         for entity_type in authorizer.listable_types():
             shown = dict(report.visible).get(entity_type, ())
