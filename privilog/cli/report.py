@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from privilog.cli.options import add_common, load_authorizer
-from privilog.engine.ids import PRINCIPAL_KINDS, EntityId, parse_principal
+from privilog.engine.ids import PRINCIPAL_KINDS, SHAPES, EntityId, IdError, parse_principal
 from privilog.usage import EXIT_OK
 
 
@@ -30,7 +30,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     if is_principal:
         principal = parse_principal(subject)  # a malformed id: exit 2 before loading anything
     else:
-        entity = EntityId.parse(subject)
+        try:
+            entity = EntityId.parse(subject)
+        except IdError as error:
+            if subject.partition(":")[0] in SHAPES:
+                raise
+            if ":" not in subject:
+                parse_principal(subject)  # its own message: `alice`, did you mean `user:alice`?
+            kinds = ", ".join(f"{k}:NAME" for k in PRINCIPAL_KINDS)
+            raise IdError(f"`{subject}` is neither a principal ({kinds}) nor an entity: {error}") from None
     authorizer = load_authorizer(args)
     if is_principal:
         report: Any = principal_report(authorizer, principal)

@@ -157,9 +157,11 @@ def test_unknown_ids_are_noted_and_malformed_ones_refused(capsys: pytest.Capture
     code, out, err = run(capsys, "report", "dataset:sales.order", "--world", SAMPLE)
     assert code == 0 and "nobody in the world has any access to it" in out
     assert "did you mean `dataset:sales.orders`?" in err
-    for bad in ("user:", "datset:x", "dataset:ns.*", "alice"):
+    for bad in ("user:", "datset:x", "dataset:ns.*", "alice", "team:x"):
         code, out, err = run(capsys, "report", bad, "--world", SAMPLE)
         assert code == 2 and out == "" and err.count("\n") == 1 and err.startswith("privilog:"), bad
+    assert "did you mean `user:alice`?" in run(capsys, "report", "alice")[2]
+    assert "neither a principal (user:NAME, group:NAME, role:NAME) nor an entity" in run(capsys, "report", "team:x")[2]
 
 
 def test_the_readme_example_prints_what_it_shows(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
