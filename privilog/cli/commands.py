@@ -299,6 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
     decide.register(sub)
     prove.register(sub)
     unused.register(sub)
+    from privilog.cli import report
+
+    report.register(sub)
     text = "an interactive session: check, why, whynot, list, who, Datalog queries, grants, rules"
     p = sub.add_parser("repl", help=text, description=text + " (type `help` inside)")
     p.add_argument("--policy", default="cdap", help="a policy in rules/ (default cdap) or a path")
