@@ -274,6 +274,16 @@ def test_the_reference_backend_and_a_store_give_the_same_file(tmp_path: Path) ->
     assert (stored.returncode, stored.stdout) == (0, compiled.stdout)
 
 
+def test_a_postgresql_store_gives_the_same_file(fresh_postgres_url: str) -> None:
+    from privilog.cli import main
+
+    assert main(["store", "init", "--store", fresh_postgres_url, "--admin", "user:root"]) == 0
+    assert main(["store", "import", str(SAMPLES / "world.yaml"), "--store", fresh_postgres_url]) == 0
+    stored = decide(LOG, "--store", fresh_postgres_url)
+    filed = decide(LOG, "--world", str(SAMPLES / "world.yaml"))
+    assert (stored.returncode, stored.stdout) == (0, filed.stdout) and "allow" in stored.stdout
+
+
 def test_a_progress_line_on_a_terminal_only(tmp_path: Path) -> None:
     import os
     import pty

@@ -140,8 +140,11 @@ def test_the_report_matches_the_repls_answers(capsys: pytest.CaptureFixture[str]
     assert {p for p in re.findall(r"^\s+(\S+:\S+)\s+\(", answer, flags=re.M)} == readers
 
 
-def test_a_store_and_its_world_file_give_the_same_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = str(tmp_path / "authz.db")
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_store_and_its_world_file_give_the_same_report(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
+) -> None:
+    path = str(tmp_path / "authz.db") if kind == "sqlite" else request.getfixturevalue("fresh_postgres_url")
     assert run(capsys, "store", "init", "--store", path, "--admin", "user:root")[0] == 0
     assert run(capsys, "store", "import", SAMPLE, "--store", path)[0] == 0
     for subject in ("user:carol", "role:deployers", "namespace:sales"):
