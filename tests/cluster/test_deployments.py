@@ -232,44 +232,34 @@ def test_catalog_tables_in_and_out_over_spark_connect(
     assert all(r["row_number"] >= 1 for r in rejects)
 
 
-def test_a_local_warehouse_appends_runs_and_replaces_them(
-    deployment: Path, folder: Path, local: dict[tuple[str, str], list[str]]
+def test_a_warehouse_appends_runs_and_a_run_on_the_cluster_replaces_them(
+    standalone: Standalone, deployment: Path, folder: Path, local: dict[tuple[str, str], list[str]]
 ) -> None:
+    """A local ``--warehouse``: two runs appended, each tagged with its run; then a run on the standalone
+    cluster with the same catalog (the driver's, its executors reading and writing its tables) replaces them."""
     warehouse = folder / "warehouse"
-    where = ["--warehouse", str(warehouse), "--master", "local[2]"]
+    where = ["--warehouse", str(warehouse)]
     privilog("generate", "--out", str(folder / "gen-local"), "--entities", "200", "--grants", "250",
-             "--requests", "10", "--bad-rows", "2", "--seed", "20", "--out-table", "d", *where)  # fmt: skip
+             "--requests", "10", "--bad-rows", "2", "--seed", "20", "--out-table", "d", *where,
+             "--master", "local[2]")  # fmt: skip
     decide = ["pipeline", "decide", *world_tables("d"), "--requests", str(deployment / "requests.csv"),
               "--out-table", "r", "--partitions", "2", "--quiet", *where]  # fmt: skip
-    first, second = privilog(*decide), privilog(*decide)
+    first, second = privilog(*decide, "--master", "local[2]"), privilog(*decide, "--master", "local[2]")
+    assert "appended to r_decisions" in first.stdout
     tables = _warehouse_tables(warehouse)
     both = rows(tables / "r_decisions", drop=("day",))
     ids = {json.loads(r)["run_id"] for r in both}
     assert len(ids) == 2 and all(i in first.stdout + second.stdout for i in ids)
     assert rows(tables / "r_decisions", drop=("run_id", "day")) == sorted(local[("decide", "decisions")] * 2)
     assert len(pyarrow.parquet.read_table(str(tables / "r_runs")).to_pylist()) == 2
-    replaced = privilog(*decide, "--table-mode", "replace")
+    on_cluster = ["--master", standalone.url, "--driver-memory", "2g"]
+    replaced = privilog(*decide, *on_cluster, "--table-mode", "replace")
     assert "replaced r_decisions" in replaced.stdout
     last = {json.loads(r)["run_id"] for r in rows(tables / "r_decisions", drop=("day",))}
     assert len(last) == 1 and last.pop() not in ids
     assert rows(tables / "r_decisions", drop=("run_id", "day")) == local[("decide", "decisions")]
     assert len(pyarrow.parquet.read_table(str(tables / "r_runs")).to_pylist()) == 1
     assert (warehouse / "metastore_db").is_dir()
-
-
-def test_catalog_tables_on_the_standalone_cluster(
-    standalone: Standalone, deployment: Path, folder: Path, local: dict[tuple[str, str], list[str]]
-) -> None:
-    """The driver's catalog (--warehouse) with the cluster's executors reading and writing its tables."""
-    warehouse = folder / "cluster-warehouse"
-    where = ["--warehouse", str(warehouse), "--master", standalone.url, "--driver-memory", "2g"]
-    privilog("generate", "--out", str(folder / "gen-cluster"), "--entities", "200", "--grants", "250",
-             "--requests", "10", "--bad-rows", "2", "--seed", "20", "--out-table", "d", *where)  # fmt: skip
-    done = privilog("pipeline", "decide", *world_tables("d"), "--requests", str(deployment / "requests.csv"),
-                    "--out-table", "r", "--partitions", "2", "--quiet", *where)  # fmt: skip
-    assert "appended to r_decisions" in done.stdout
-    decided = rows(_warehouse_tables(warehouse) / "r_decisions", drop=("run_id", "day"))
-    assert decided == local[("decide", "decisions")]
 
 
 @pytest.mark.parametrize(
