@@ -152,7 +152,7 @@ def _read(name: str) -> str:
     from privilog.dsl.files import read_world_text, world_limit
 
     if name != "-":
-        return read_world_text(name, "changes")
+        return read_world_text(name, "file of changes")
     cap = world_limit()
     text = sys.stdin.read(cap + 1)
     if len(text) > cap:
