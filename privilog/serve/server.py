@@ -266,6 +266,7 @@ def build_app(options: ServeOptions, signals: bool) -> Any:
     policy = dsl.load_policy(options.policy)
     store = open_store(options.store, policy.actions, create=False)
     deployment = Deployment(store, policy)
+    deployment.record_policy("local:serve")  # answers about the past, and revisions, name the policy served
     decision_log = DecisionLog.open(options.decision_log, options.decision_log_sample) if options.decision_log else None
     BoundedProtocol.limits = options.limits  # in a worker process too
     service = Service(deployment, options.policy, options.limits, decision_log)

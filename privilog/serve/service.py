@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -29,12 +28,11 @@ from starlette.requests import Request
 
 from privilog import dsl
 from privilog.dsl.errors import PrivilogError
-from privilog.dsl.format import format_policy
-from privilog.dsl.ir import Policy
 from privilog.engine.authorizer import Authorizer
 from privilog.engine.world import NotAnAdmin
 from privilog.store.base import Change, StoreFull, StoreUnavailable, split_token
 from privilog.store.deployment import Deployment
+from privilog.store.revision import policy_version
 
 from .bodies import HttpError, one_line
 from .decisionlog import DecisionLog
@@ -127,11 +125,6 @@ class Route:
     body: Mapping[str, Any] | None = None
     body_optional: bool = False
     responses: Mapping[int, str] = field(default_factory=dict)
-
-
-def policy_version(policy: Policy) -> str:
-    """A policy's version: the first 16 hex digits of a SHA-256 of its canonical text."""
-    return hashlib.sha256(format_policy(policy).encode()).hexdigest()[:16]
 
 
 class Service:
@@ -297,6 +290,7 @@ class Service:
             try:
                 policy = await run_in_threadpool(dsl.load_policy, source)
                 await run_in_threadpool(self.deployment.reload, policy)
+                await run_in_threadpool(self.deployment.record_policy, "local:serve")
             except PrivilogError as error:
                 self.metrics.reloads["failed"] += 1
                 self.last_reload_error = str(error)

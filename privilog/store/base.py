@@ -22,7 +22,7 @@ import secrets
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,7 +31,7 @@ from privilog.engine.ids import EntityId, IdError, parse_principal
 from privilog.engine.patterns import parse_pattern
 from privilog.engine.world import NotAnAdmin, World, check_action, check_membership
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # kind -> the shape of one item; every change is a kind and a list of items
 KINDS: dict[str, str] = {
@@ -55,6 +55,11 @@ KINDS: dict[str, str] = {
 # An ``import`` entry (a whole world added at once) makes a replica read the store anew.
 ENGINE_KINDS = frozenset(KINDS) - {"token.create", "token.revoke"}
 IMPORT = "import"
+# entries only the store writes: the policy a server started (or reloaded) with, as [[NAME, VERSION]]
+# (its text kept in the store's ``policies`` table); and the whole world at once (``effect``), where a
+# store's history starts (written when a store made before revisions is upgraded)
+POLICY_USE = "policy.use"
+CHECKPOINT = "checkpoint"
 MAX_ITEMS = 100_000  # items in one change; a bigger batch is an import
 
 
@@ -93,6 +98,8 @@ class Change:
 
     ``items`` are what the change did (for a grant, the grants that were new);
     ``asked`` what was asked. ``outcome`` is ``applied`` or ``refused: REASON``.
+    ``revision``: for an applied change, the token of the revision it produced
+    (:mod:`privilog.store.revision`); a reader handed it is answered at least as fresh.
     """
 
     seq: int
@@ -103,6 +110,7 @@ class Change:
     asked: tuple[Any, ...]
     request_id: str
     outcome: str
+    revision: str = field(default="", compare=False)  # not kept in the log: the log's order is the revision
 
     @property
     def applied(self) -> bool:
@@ -118,6 +126,7 @@ class Change:
             "asked": [list(i) if isinstance(i, tuple) else i for i in self.asked],
             "request_id": self.request_id,
             "outcome": self.outcome,
+            **({"revision": self.revision} if self.revision else {}),
         }
 
 
@@ -295,6 +304,33 @@ class Token:
     revoked: str | None
 
 
+# ---- history ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicyRecord:
+    """A policy as the store recorded it: the log entry that did (``seq``), its name, version and
+    canonical text (which parses back to the same policy: ``dsl.parse_policy(text, include_prelude=False)``)."""
+
+    seq: int
+    name: str
+    version: str
+    text: str
+
+
+@dataclass(frozen=True)
+class History:
+    """The store as it stood at a log entry: its world, the entry (``seq``), the log entry that granted
+    each grant held then (``granted``: (principal, action, entity) to its seq), and the policy recorded
+    as in force then (None when no server recorded one by then)."""
+
+    world: World
+    seq: int
+    granted: dict[tuple[str, str, str], int]
+    policy: PolicyRecord | None
+    at: str = ""  # the time of the entry ``seq`` ("" for 0: the empty store)
+
+
 # ---- the interface -----------------------------------------------------------------------
 
 
@@ -311,6 +347,25 @@ class Store(ABC):
     @abstractmethod
     def snapshot(self) -> tuple[World, int]:
         """The whole store as a World, and the sequence number of the last change in it."""
+
+    @abstractmethod
+    def history(self, seq: int | None = None) -> History:
+        """The store as it stood once log entry ``seq`` was applied (None: now), read by replaying its log
+        from the latest checkpoint at or before it. A StoreError for an entry beyond the log's head, or
+        before its history starts (a store upgraded from schema 1 starts at its checkpoint)."""
+
+    @abstractmethod
+    def seq_at(self, time: str) -> int:
+        """The last log entry made at or before ``time`` (ISO 8601, UTC, as the log's ``at``); 0 for none."""
+
+    @abstractmethod
+    def record_policy(self, name: str, version: str, text: str, actor: str) -> PolicyRecord:
+        """Record that ``actor`` (a server starting or reloading, a local operator) serves this policy: a
+        ``policy.use`` log entry, unless the last one recorded is of the same version; that entry."""
+
+    @abstractmethod
+    def policy_at(self, seq: int | None = None) -> PolicyRecord | None:
+        """The policy recorded as in force at log entry ``seq`` (None: now), or None if none was by then."""
 
     @abstractmethod
     def change(
@@ -408,12 +463,16 @@ class Store(ABC):
 
 
 __all__ = [
+    "CHECKPOINT",
     "ENGINE_KINDS",
     "KINDS",
+    "POLICY_USE",
     "SCHEMA_VERSION",
     "BatchRefused",
     "Change",
+    "History",
     "NotAnAdmin",
+    "PolicyRecord",
     "Store",
     "StoreError",
     "StoreFull",

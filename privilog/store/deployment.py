@@ -41,7 +41,8 @@ from privilog.engine.ids import EntityId
 from privilog.engine.patterns import parse_pattern
 from privilog.engine.world import Grant, World, WorldError
 
-from .base import IMPORT, Change, Store, StoreUnavailable
+from .base import CHECKPOINT, IMPORT, POLICY_USE, Change, Store, StoreError, StoreUnavailable
+from .revision import Revision, policy_version
 
 
 @dataclass
@@ -71,21 +72,93 @@ class FollowingWorld(World):
         )
 
 
-class Deployment:
-    """One policy over one store's world, kept current by replaying the store's log."""
+class Stale(StoreError):
+    """A read asked for a revision this deployment cannot answer at: the log does not reach it (a token of
+    another store), or it was made under a policy this deployment does not serve. The server answers 409."""
 
-    def __init__(self, store: Store, policy: Policy, backend: str = "compiled"):
+
+class Deployment:
+    """One policy over one store's world, kept current by replaying the store's log.
+
+    ``seq`` is the last log entry replayed; ``policy_seq`` the entry that recorded the policy served
+    (:meth:`record_policy`; 0 when none is recorded for it); :attr:`revision` the two together, what
+    every answer is decided at. ``granted`` (with ``track_grants``): the entry that made each grant
+    held, kept in step by the replay (what a decision log's reasons name).
+    """
+
+    def __init__(self, store: Store, policy: Policy, backend: str = "compiled", track_grants: bool = False):
         self.store = store
         self.backend = backend
+        self.track_grants = track_grants
         self.lock = threading.RLock()  # held while the authorizer changes; take it to read across threads
-        self.authorizer, self.seq = self._load(policy)
+        self.granted: dict[tuple[str, str, str], int] = {}
         self.policy = policy
+        self.policy_version = policy_version(policy)
+        self.authorizer, self.seq = self._load(policy)
+        self.policy_seq = self._recorded_seq()
         self._follower: threading.Thread | None = None
         self._stop_following = threading.Event()
 
     def _load(self, policy: Policy) -> tuple[Authorizer, int]:
-        world, seq = self.store.snapshot()
-        return Authorizer(policy, FollowingWorld.of(world, self.store.url), self.backend), seq
+        history = self.store.history(None, granted=self.track_grants)
+        self.granted = history.granted
+        return Authorizer(policy, FollowingWorld.of(history.world, self.store.url), self.backend), history.seq
+
+    def _recorded_seq(self) -> int:
+        """The entry that recorded this deployment's policy as in force, if the last one recorded is it."""
+        record = self.store.policy_at(None)
+        return record.seq if record is not None and record.version == self.policy_version else 0
+
+    # ---- revisions ------------------------------------------------------------------------------
+
+    @property
+    def revision(self) -> Revision:
+        """Where this deployment's answers are decided now (read it holding :attr:`lock`, with the answer)."""
+        return Revision(self.seq, self.policy_seq, self.policy_version)
+
+    def record_policy(self, actor: str = "local:serve") -> Revision:
+        """Record in the store that this deployment serves its policy (a ``policy.use`` entry, unless the last
+        recorded is the same version), so that answers about the past use the policy then in force and a
+        revision names it; then catch up with the log (the entry included)."""
+        from privilog.dsl.format import format_policy
+
+        record = self.store.record_policy(self.policy.name, self.policy_version, format_policy(self.policy), actor)
+        self.catch_up()
+        with self.lock:
+            self.policy_seq = record.seq
+            return self.revision
+
+    def at_least(self, wanted: Revision) -> Revision:
+        """Bring this deployment up to ``wanted`` (replaying the store's log up to it) and return the revision
+        reached, which covers it; :class:`Stale` when it cannot: the log does not reach ``wanted.seq``, or
+        ``wanted`` was made under a later policy than this deployment serves. A store that cannot be read
+        raises StoreUnavailable (a caller retries). The caller bounds the time (the server: in a thread)."""
+        with self.lock:
+            if self.revision.covers(wanted):
+                return self.revision
+        if self.seq < wanted.seq:
+            self.catch_up(until=wanted.seq)
+        with self.lock:
+            if self.seq < wanted.seq:
+                raise Stale(
+                    f"revision {wanted.token} names log entry {wanted.seq}, but the store's log ends at {self.seq}: "
+                    "it is a revision of another store"
+                )
+            if self.policy_seq < wanted.policy_seq:
+                raise Stale(
+                    f"revision {wanted.token} was made under policy version {wanted.policy_version or '?'} "
+                    f"(recorded at log entry {wanted.policy_seq}); this server serves version {self.policy_version}: "
+                    "reload its policy (POST /v1/admin/reload or SIGHUP), or ask another server"
+                )
+            return self.revision
+
+    def fully(self) -> Revision:
+        """Bring this deployment up to the store's log head, read now (a fully consistent read); the revision."""
+        head = self.store.last_seq()
+        if self.seq < head:
+            self.catch_up(until=head)
+        with self.lock:
+            return self.revision
 
     # ---- changes ----------------------------------------------------------------------------
 
@@ -120,7 +193,7 @@ class Deployment:
                     break
                 for entry in entries:
                     count += 1
-                    if entry.kind == IMPORT and entry.applied:  # a whole world: read the store anew
+                    if entry.kind in (IMPORT, CHECKPOINT) and entry.applied:  # a whole world: read the store anew
                         self.authorizer, self.seq = self._load(self.policy)
                         break
                     self._replay(entry)
@@ -136,7 +209,8 @@ class Deployment:
         with self.lock:
             self.authorizer, self.seq = authorizer, seq
             if policy is not None:
-                self.policy = policy
+                self.policy, self.policy_version = policy, policy_version(policy)
+                self.policy_seq = self._recorded_seq()
         self.catch_up()
 
     # ---- following ---------------------------------------------------------------------------
@@ -205,6 +279,11 @@ class Deployment:
         if not entry.applied or not entry.items:
             return
         a, kind, items, actor = self.authorizer, entry.kind, entry.items, entry.actor
+        if kind == POLICY_USE:  # another server recorded a policy: ours stays in force here, if it is the one
+            self.policy_seq = entry.seq if items[0][1] == self.policy_version else self.policy_seq
+            return
+        if self.track_grants:
+            self._track(entry)
         with self._replaying():
             if kind in ("grant", "revoke", "revoke.entity"):  # revoke.entity's items: the grants it took
                 grants = [Grant(p, action, parse_pattern(e)) for p, action, e in items]
@@ -230,3 +309,14 @@ class Deployment:
                     if role in a.world.admins:
                         a.remove_admins(actor, [role])
             # role.create, token.*: nothing the engine holds
+
+    def _track(self, entry: Change) -> None:
+        if entry.kind == "grant":
+            for grant in entry.items:
+                self.granted[grant] = entry.seq
+        elif entry.kind in ("revoke", "revoke.entity"):
+            for grant in entry.items:
+                self.granted.pop(grant, None)
+        elif entry.kind == "role.drop":
+            for grant in [g for g in self.granted if g[0] in entry.items]:
+                del self.granted[grant]

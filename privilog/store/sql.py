@@ -6,7 +6,7 @@ connect, how to take the write lock, and the few words that differ. Statements
 are written with ``?`` placeholders; a dialect whose driver wants ``%s`` gets
 them rewritten once.
 
-Tables (schema version 1):
+Tables (schema version 2):
 
 * ``meta(key, value)``: ``schema_version``, ``instance``;
 * ``entities(entity, top)``: the entities listed as existing, with their namespace
@@ -14,9 +14,15 @@ Tables (schema version 1):
 * ``grants(principal, action, entity)``, ``members(member, grp)``,
   ``admins(principal)``, ``roles(role)``;
 * ``tokens(token_id, digest, principal, created, revoked)``;
-* ``changes(seq, at, actor, kind, items, asked, request_id, outcome)``: the
+* ``changes(seq, at, actor, kind, items, asked, request_id, outcome, effect)``: the
   audit log and the change log in one, append-only (triggers refuse updates
-  and deletes where the database has them).
+  and deletes where the database has them). ``effect`` holds what a change did that
+  its items do not say (the entities a delete took with it, the rows a role's drop
+  removed, the rows an import added, a checkpoint's whole world), so that the log
+  replayed from its start (or its checkpoint) gives the store at any entry;
+* ``policies(version, name, source)``: each policy a ``policy.use`` entry names,
+  in canonical text (version 2);
+* ``grants.since``: the log entry that made each grant (version 2).
 
 The module is over 600 lines because it is the one place the store's SQL is written: the
 statements beside the transactions that run them, which a split would put in two files.
@@ -37,12 +43,16 @@ from privilog.engine.ids import DEFAULT_INSTANCE, EntityId, IdError, parent_type
 from privilog.engine.world import NotAnAdmin, World, world_from_data
 
 from .base import (
+    CHECKPOINT,
     IMPORT,
     KINDS,
     MAX_ITEMS,
+    POLICY_USE,
     SCHEMA_VERSION,
     BatchRefused,
     Change,
+    History,
+    PolicyRecord,
     Store,
     StoreError,
     Token,
@@ -53,6 +63,7 @@ from .base import (
     secret_matches,
     split_token,
 )
+from .revision import Revision
 
 _IS_ADMIN = """
 WITH RECURSIVE g(p) AS (SELECT ? UNION SELECT m.grp FROM members m JOIN g ON m.member = g.p)
@@ -84,6 +95,7 @@ _ROWS: dict[str, tuple[str, tuple[str, ...], bool]] = {
 STORE_TIMEOUT = Limit("PRIVILOG_STORE_TIMEOUT", 10, "seconds")
 
 _CHANGE_COLUMNS = "seq, at, actor, kind, items, asked, request_id, outcome"
+_REPLAYED = "SELECT seq, at, kind, items, effect FROM changes WHERE seq > ? AND seq <= ? AND outcome = 'applied'"
 
 # Schema version 1, written once; a dialect fills in its words for a clustered key table
 # (``keyed``) and an auto-increasing sequence number (``serial``), then adds its own guards
@@ -109,6 +121,13 @@ SCHEMA_V1 = (
 def schema_v1(keyed: str, serial: str) -> list[str]:
     """Schema version 1 in a dialect's words (see :data:`SCHEMA_V1`)."""
     return [statement.format(keyed=keyed, serial=serial) for statement in SCHEMA_V1]
+
+
+# the kinds whose log entries change the world a history replays (token and role.create entries do not)
+_WORLD_KINDS = frozenset(
+    {"grant", "revoke", "revoke.entity", "member.add", "member.remove", "entity.add", "entity.delete"}
+    | {"admin.add", "admin.remove", "role.drop", IMPORT, CHECKPOINT}
+)
 
 
 class _Refusal(Exception):
@@ -268,7 +287,23 @@ class SqlStore(Store):
             for step in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS[step]:
                     cur.execute(self._sql(statement))
+                if step == 2:
+                    self._checkpoint(cur)
                 cur.execute(self._sql("UPDATE meta SET value = ? WHERE key = ?"), (str(step), "schema_version"))
+
+    def _checkpoint(self, cur: Any) -> None:
+        """Upgrading to schema 2: a store that holds anything gets a ``checkpoint`` entry, its whole world,
+        where its history starts (its older entries do not say all they did); each grant dates from it."""
+        head = int(self._one(cur, "SELECT coalesce(max(seq), 0) FROM changes"))
+        if not head:
+            return
+        self._unbounded(cur)
+        world = self._now(cur, head, granted=False).world
+        entry = self._log(
+            cur, "local:upgrade", CHECKPOINT, (), (), "", "applied", {"instance": world.instance, **_rows_of(world)}
+        )
+        cur.execute(self._sql("UPDATE grants SET since = ?"), (entry.seq,))
+        cur.execute(self._sql("INSERT INTO meta(key, value) VALUES (?, ?)"), ("history_from", str(entry.seq)))
 
     @abstractmethod
     def _has_table(self, cur: Any, name: str) -> bool: ...
@@ -285,19 +320,47 @@ class SqlStore(Store):
         asked: tuple[Any, ...],
         request_id: str,
         outcome: str,
+        effect: Any = None,
+        policy: tuple[int, str] | None = None,
     ) -> Change:
+        """Append one entry; ``policy``: the policy in force (its entry and version, :meth:`_policy_in_force`)
+        for an applied change's revision."""
         at = now()
         cur.execute(
             self._sql(
-                "INSERT INTO changes(at, actor, kind, items, asked, request_id, outcome) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq"
+                "INSERT INTO changes(at, actor, kind, items, asked, request_id, outcome, effect) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq"
             ),
-            (at, actor, kind, json.dumps(items), json.dumps(asked), request_id, outcome),
+            (
+                at,
+                actor,
+                kind,
+                json.dumps(items),
+                json.dumps(asked),
+                request_id,
+                outcome,
+                None if effect is None else json.dumps(effect),
+            ),
         )
         seq = int(cur.fetchone()[0])
+        revision = ""
         if outcome == "applied":
             self._after_change(cur, seq)
-        return Change(seq, at, actor, kind, items, asked, request_id, outcome)
+            if policy is not None:
+                revision = Revision(seq, *policy).token
+        return Change(seq, at, actor, kind, items, asked, request_id, outcome, revision)
+
+    def _policy_in_force(self, cur: Any, seq: int | None = None) -> tuple[int, str]:
+        """The ``policy.use`` entry in force at ``seq`` (None: the last) and its version; (0, "") for none."""
+        bound = "" if seq is None else " AND seq <= ?"
+        cur.execute(
+            self._sql(f"SELECT seq, items FROM changes WHERE kind = ?{bound} ORDER BY seq DESC LIMIT 1"),
+            (POLICY_USE,) if seq is None else (POLICY_USE, seq),
+        )
+        row = cur.fetchone()
+        if row is None:
+            return 0, ""
+        return int(row[0]), str(json.loads(row[1])[0][1])
 
     def _refuse(
         self,
@@ -367,15 +430,22 @@ class SqlStore(Store):
                     refused = NotAnAdmin(f"{reason}, so cannot make {what} (admins: {', '.join(admins) or 'none'})")
                     raise _Refusal(reason, refused, None)
                 entries = []
+                policy = self._policy_in_force(cur)
                 for index, ((kind, _), asked) in enumerate(zip(given, checked, strict=True)):
                     try:
-                        done = self._apply(cur, kind, asked)
+                        done, effect = self._apply(cur, kind, asked)
                         if strict and kind == "entity.delete" and len(done) < len(asked):
                             missing = next(a for a in asked if a not in done)
                             raise StoreError(f"no entity {missing} in the store: nothing to delete")
                     except StoreError as error:  # rolled back, then logged as refused
                         raise _Refusal(str(error), error, index) from None
-                    entries.append(self._log(cur, actor, kind, done, asked, request_id, "applied"))
+                    entry = self._log(cur, actor, kind, done, asked, request_id, "applied", effect, policy)
+                    if kind == "grant" and done:  # each new grant remembers the entry that made it
+                        cur.executemany(
+                            self._sql("UPDATE grants SET since = ? WHERE principal = ? AND action = ? AND entity = ?"),
+                            [(entry.seq, *grant) for grant in done],
+                        )
+                    entries.append(entry)
                 return entries
         except _Refusal as refusal:
             self._refuse(actor, given, checked, refusal.index, refusal.reason, request_id)
@@ -385,8 +455,9 @@ class SqlStore(Store):
         cur.execute(self._sql(statement), params)
         return [tuple(row) for row in cur.fetchall()]
 
-    def _apply(self, cur: Any, kind: str, items: tuple[Any, ...]) -> tuple[Any, ...]:
-        """Change the tables; return the items that changed something."""
+    def _apply(self, cur: Any, kind: str, items: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any]:
+        """Change the tables; return the items that changed something, and what else the change did that
+        they do not say (the log's ``effect``; None for nothing)."""
         if kind in _ROWS:
             table, columns, adding = _ROWS[kind]
             where = " AND ".join(f"{c} = ?" for c in columns)
@@ -412,7 +483,7 @@ class SqlStore(Store):
                 for _, group in done:
                     if group.startswith("role:"):
                         self._insert_missing(cur, "roles", "role", group)
-            return tuple(done)
+            return tuple(done), None
         if kind == "entity.add":
             done = []
             for text in items:
@@ -422,9 +493,9 @@ class SqlStore(Store):
                         (text, top_of(EntityId.parse(text))),
                     )
                     done.append(text)
-            return tuple(done)
+            return tuple(done), None
         if kind == "entity.delete":
-            done = []
+            done, gone = [], []
             for text in items:
                 entity = EntityId.parse(text)
                 doomed = [
@@ -435,7 +506,8 @@ class SqlStore(Store):
                 if doomed:
                     cur.executemany(self._sql("DELETE FROM entities WHERE entity = ?"), [(d,) for d in doomed])
                     done.append(text)
-            return tuple(done)
+                    gone += doomed
+            return tuple(done), ({"entities": sorted(set(gone))} if gone else None)
         if kind == "revoke.entity":
             done = []
             for text in items:
@@ -443,15 +515,25 @@ class SqlStore(Store):
                 if held:
                     cur.execute(self._sql("DELETE FROM grants WHERE entity = ?"), (text,))
                     done += held
-            return tuple(done)
+            return tuple(done), None
         if kind == "role.drop":
             # A dropped role leaves nothing under its name: its members, its own memberships, its grants
             # and its admin row go with it, so a role created later under that name starts with nothing
             # (whoever joins it is not an admin, nor in a group, through the old one).
             done = []
+            removed: dict[str, list[Any]] = {"members": [], "grants": [], "admins": []}
             for role in items:
                 rows = [(table, where, (role,) * where.count("?")) for table, where in _ROLE_ROWS]
                 if any(self._one(cur, f"SELECT 1 FROM {t} WHERE {w} LIMIT 1", params) for t, w, params in rows):
+                    removed["members"] += self._rows(
+                        cur, "SELECT member, grp FROM members WHERE grp = ? OR member = ?", (role, role)
+                    )
+                    removed["grants"] += self._rows(
+                        cur, "SELECT principal, action, entity FROM grants WHERE principal = ?", (role,)
+                    )
+                    removed["admins"] += [
+                        r[0] for r in self._rows(cur, "SELECT principal FROM admins WHERE principal = ?", (role,))
+                    ]
                     for table, where, params in rows:
                         cur.execute(self._sql(f"DELETE FROM {table} WHERE {where}"), params)
                     done.append(role)
@@ -459,7 +541,7 @@ class SqlStore(Store):
                 raise StoreError(
                     f"dropping {', '.join(done)} would leave no authorization admin; add another admin first"
                 )
-            return tuple(done)
+            return tuple(done), ({k: sorted(v) for k, v in removed.items()} if done else None)
         if kind == "token.create":
             raise StoreError("tokens are created with `privilog token create`, which shows the token once")
         if kind == "token.revoke":
@@ -468,7 +550,7 @@ class SqlStore(Store):
                 if self._one(cur, "SELECT 1 FROM tokens WHERE token_id = ? AND revoked IS NULL", (token_id,)):
                     cur.execute(self._sql("UPDATE tokens SET revoked = ? WHERE token_id = ?"), (now(), token_id))
                     done.append(token_id)
-            return tuple(done)
+            return tuple(done), None
         raise StoreError(f"unknown change `{kind}`")  # pragma: no cover - check_items refused it
 
     def _insert_missing(self, cur: Any, table: str, column: str, value: str) -> None:
@@ -478,19 +560,102 @@ class SqlStore(Store):
     # ---- reading --------------------------------------------------------------------------
 
     def snapshot(self) -> tuple[World, int]:
+        history = self.history(None, granted=False)
+        return history.world, history.seq
+
+    def history(self, seq: int | None = None, granted: bool = True) -> History:
+        """(``granted``: False leaves :attr:`History.granted` empty, for a reader that does not need it.)"""
         with self._transaction(write=False) as cur:
             self._unbounded(cur)  # a whole store (millions of rows) may take longer than a statement may
-            seq = int(self._one(cur, "SELECT coalesce(max(seq), 0) FROM changes"))
-            data = {
-                "instance": self._one(cur, "SELECT value FROM meta WHERE key = ?", ("instance",)),
-                "entities": [r[0] for r in self._rows(cur, "SELECT entity FROM entities")],
-                "grants": [list(r) for r in self._rows(cur, "SELECT principal, action, entity FROM grants")],
-                "members": [list(r) for r in self._rows(cur, "SELECT member, grp FROM members")],
-                "admins": [r[0] for r in self._rows(cur, "SELECT principal FROM admins")],
-            }
+            head = int(self._one(cur, "SELECT coalesce(max(seq), 0) FROM changes"))
+            if seq is None or seq == head:
+                return self._now(cur, head, granted)
+            if not 0 <= seq <= head:
+                raise StoreError(f"log entry {seq} is not in the store's log (its last entry is {head})")
+            return self._replayed(cur, seq)
+
+    def _now(self, cur: Any, head: int, granted: bool) -> History:
+        data = {
+            "instance": self._one(cur, "SELECT value FROM meta WHERE key = ?", ("instance",)),
+            "entities": [r[0] for r in self._rows(cur, "SELECT entity FROM entities")],
+            "grants": [list(r) for r in self._rows(cur, "SELECT principal, action, entity FROM grants")],
+            "members": [list(r) for r in self._rows(cur, "SELECT member, grp FROM members")],
+            "admins": [r[0] for r in self._rows(cur, "SELECT principal FROM admins")],
+        }
+        since: dict[tuple[str, str, str], int] = {}
+        if granted:
+            rows = self._rows(cur, "SELECT principal, action, entity, since FROM grants")
+            since = {(p, a, e): int(n) for p, a, e, n in rows}
+        at = self._one(cur, "SELECT at FROM changes WHERE seq = ?", (head,)) or ""
+        return History(self._world(data), head, since, self._policy_record(cur, head), at)
+
+    def _world(self, data: dict[str, Any]) -> World:
         # a store opened without a policy reads the actions its grants name (they were checked on the way in)
         actions = self.actions or tuple(sorted({g[1] for g in data["grants"]}))
-        return world_from_data(data, actions), seq
+        return world_from_data(data, actions)
+
+    def _replayed(self, cur: Any, seq: int) -> History:
+        """The store at entry ``seq``, replayed from the last checkpoint at or before it (or the empty store)."""
+        start = int(
+            self._one(
+                cur, "SELECT coalesce(max(seq), 0) FROM changes WHERE kind = ? AND seq <= ?", (CHECKPOINT, seq)
+            )
+        )
+        begins = int(self._one(cur, "SELECT value FROM meta WHERE key = ?", ("history_from",)) or 0)
+        if seq < begins:
+            at = self._one(cur, "SELECT at FROM changes WHERE seq = ?", (begins,))
+            raise StoreError(
+                f"the store's history starts at log entry {begins} ({at}), when it was upgraded to keep it; "
+                "ask about a later moment"
+            )
+        state = _Replay()
+        start = max(start - 1, 0)  # the checkpoint itself is replayed: it sets everything
+        while True:
+            rows = self._rows(cur, _REPLAYED + " ORDER BY seq LIMIT 5000", (start, seq))
+            for number, _at, kind, items, effect in rows:
+                state.apply(int(number), kind, json.loads(items), None if effect is None else json.loads(effect))
+            if len(rows) < 5000:
+                break
+            start = int(rows[-1][0])
+        at = self._one(cur, "SELECT at FROM changes WHERE seq = ?", (seq,)) or ""
+        world = self._world(state.data())
+        return History(world, seq, dict(state.granted), self._policy_record(cur, seq), at)
+
+    def _policy_record(self, cur: Any, seq: int) -> PolicyRecord | None:
+        policy_seq, version = self._policy_in_force(cur, seq)
+        if not policy_seq:
+            return None
+        rows = self._rows(cur, "SELECT name, source FROM policies WHERE version = ?", (version,))
+        return PolicyRecord(policy_seq, rows[0][0], version, rows[0][1]) if rows else None
+
+    def seq_at(self, time: str) -> int:
+        with self._transaction(write=False) as cur:
+            return int(self._one(cur, "SELECT coalesce(max(seq), 0) FROM changes WHERE at <= ?", (time,)))
+
+    def policy_at(self, seq: int | None = None) -> PolicyRecord | None:
+        with self._transaction(write=False) as cur:
+            head = int(self._one(cur, "SELECT coalesce(max(seq), 0) FROM changes"))
+            return self._policy_record(cur, head if seq is None else seq)
+
+    def record_policy(self, name: str, version: str, text: str, actor: str) -> PolicyRecord:
+        with self._transaction(write=True) as cur:
+            last_seq, last = self._policy_in_force(cur)
+            if last_seq and last == version:
+                return PolicyRecord(last_seq, name, version, text)
+            self._unbounded(cur)
+            if self._one(cur, "SELECT 1 FROM policies WHERE version = ?", (version,)) is None:
+                cur.execute(
+                    self._sql("INSERT INTO policies(version, name, source) VALUES (?, ?, ?)"), (version, name, text)
+                )
+            entry = self._log(cur, actor, POLICY_USE, ((name, version),), ((name, version),), "", "applied")
+            return PolicyRecord(entry.seq, name, version, text)
+
+    def revision(self, seq: int | None = None) -> Revision:
+        """The revision of log entry ``seq`` (None: the log's head): it and the policy in force there."""
+        with self._transaction(write=False) as cur:
+            if seq is None:
+                seq = int(self._one(cur, "SELECT coalesce(max(seq), 0) FROM changes"))
+            return Revision(seq, *self._policy_in_force(cur, seq))
 
     def roles(self) -> list[str]:
         with self._transaction(write=False) as cur:
@@ -533,9 +698,10 @@ class SqlStore(Store):
     # ---- bulk -----------------------------------------------------------------------------
 
     def import_world(self, world: World, actor: str) -> dict[str, int]:
+        grants = [(g.principal, g.action, str(g.entity)) for g in world.grants]
         tables: list[tuple[str, str, list[tuple[Any, ...]]]] = [
             ("entities", "entity, top", [(str(e), top_of(e)) for e in world.entities]),
-            ("grants", "principal, action, entity", [(g.principal, g.action, str(g.entity)) for g in world.grants]),
+            ("grants", "principal, action, entity, since", []),  # with the import's entry, below
             ("members", "member, grp", sorted(world.members)),
             ("admins", "principal", [(a,) for a in world.admins]),
             (
@@ -559,9 +725,14 @@ class SqlStore(Store):
                         "import it into a new store"
                     )
                 cur.execute(self._sql("UPDATE meta SET value = ? WHERE key = ?"), (world.instance, "instance"))
+            # the grants name the entry that made them (marked -1 until it is logged); the entry's effect holds
+            # the rows, so that the log replayed gives the store at any entry (rows already there stay as they were)
+            tables[1] = ("grants", "principal, action, entity, since", [(*g, -1) for g in grants])
             for table, columns, rows in tables:
                 counts[table] = self._bulk_insert(cur, table, columns, rows)
-            self._log(cur, actor, IMPORT, (), (counts,), "", "applied")
+            effect = {"instance": world.instance, **_rows_of(world)}
+            entry = self._log(cur, actor, IMPORT, (), (counts,), "", "applied", effect, self._policy_in_force(cur))
+            cur.execute(self._sql("UPDATE grants SET since = ? WHERE since = -1"), (entry.seq,))
         return counts
 
     def _bulk_insert(self, cur: Any, table: str, columns: str, rows: list[tuple[Any, ...]]) -> int:
@@ -614,6 +785,72 @@ class SqlStore(Store):
             self._conn.close()
 
 
+def _rows_of(world: World) -> dict[str, list[Any]]:
+    """A world's rows as the log's effect keeps them (an import's, a checkpoint's)."""
+    return {
+        "entities": sorted(str(e) for e in world.entities),
+        "grants": sorted([g.principal, g.action, str(g.entity)] for g in world.grants),
+        "members": sorted([m, g] for m, g in world.members),
+        "admins": sorted(world.admins),
+    }
+
+
+class _Replay:
+    """A store's rows as its log replays them, entry by entry (:meth:`SqlStore.history`)."""
+
+    def __init__(self) -> None:
+        self.instance = DEFAULT_INSTANCE
+        self.entities: set[str] = set()
+        self.granted: dict[tuple[str, str, str], int] = {}  # each grant: the entry that made it
+        self.members: set[tuple[str, str]] = set()
+        self.admins: set[str] = set()
+
+    def apply(self, seq: int, kind: str, items: list[Any], effect: Any) -> None:
+        if kind not in _WORLD_KINDS:
+            return
+        if kind == CHECKPOINT:
+            self.__init__()  # type: ignore[misc]
+        if kind in (IMPORT, CHECKPOINT):
+            self.instance = effect["instance"]
+            self.entities.update(effect["entities"])
+            for grant in effect["grants"]:
+                self.granted.setdefault(tuple(grant), seq)  # type: ignore[arg-type]
+            self.members.update(tuple(m) for m in effect["members"])  # type: ignore[misc]
+            self.admins.update(effect["admins"])
+        elif kind == "grant":
+            for grant in items:
+                self.granted[tuple(grant)] = seq  # type: ignore[index]
+        elif kind in ("revoke", "revoke.entity"):
+            for grant in items:
+                self.granted.pop(tuple(grant), None)  # type: ignore[arg-type]
+        elif kind == "member.add":
+            self.members.update(tuple(m) for m in items)  # type: ignore[misc]
+        elif kind == "member.remove":
+            self.members.difference_update(tuple(m) for m in items)
+        elif kind == "admin.add":
+            self.admins.update(items)
+        elif kind == "admin.remove":
+            self.admins.difference_update(items)
+        elif kind == "entity.add":
+            self.entities.update(items)
+        elif kind == "entity.delete":
+            self.entities.difference_update(effect["entities"] if effect else items)
+        elif kind == "role.drop" and effect:
+            self.members.difference_update(tuple(m) for m in effect["members"])
+            for grant in effect["grants"]:
+                self.granted.pop(tuple(grant), None)  # type: ignore[arg-type]
+            self.admins.difference_update(effect["admins"])
+
+    def data(self) -> dict[str, Any]:
+        return {
+            "instance": self.instance,
+            "entities": sorted(self.entities),
+            "grants": [list(g) for g in self.granted],
+            "members": [list(m) for m in self.members],
+            "admins": sorted(self.admins),
+        }
+
+
 def _change(row: tuple[Any, ...]) -> Change:
     seq, at, actor, kind, items, asked, request_id, outcome = row
     return Change(
@@ -626,4 +863,12 @@ def _tuples(items: list[Any]) -> tuple[Any, ...]:
 
 
 # schema version -> the statements that bring version - 1 to it (version 1 is created whole)
-MIGRATIONS: dict[int, list[str]] = {1: []}
+MIGRATIONS: dict[int, list[str]] = {
+    1: [],
+    2: [  # revisions and history: what each change did beyond its items, the policies served, each grant's entry
+        "ALTER TABLE changes ADD COLUMN effect TEXT",
+        "ALTER TABLE grants ADD COLUMN since INTEGER NOT NULL DEFAULT 0",
+        "CREATE TABLE policies(version TEXT PRIMARY KEY, name TEXT NOT NULL, source TEXT NOT NULL)",
+        "CREATE INDEX changes_kind ON changes(kind, seq)",
+    ],
+}

@@ -179,10 +179,10 @@ def test_a_newer_schema_is_refused(store_url: str) -> None:
     open_store(store_url).close()
     conn = raw_connection(store_url)
     try:
-        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     finally:
         conn.close()
-    with pytest.raises(StoreError, match="schema is version 2, newer than this privilog's"):
+    with pytest.raises(StoreError, match="schema is version 3, newer than this privilog's"):
         open_store(store_url)
 
 
