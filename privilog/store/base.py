@@ -349,10 +349,11 @@ class Store(ABC):
         """The whole store as a World, and the sequence number of the last change in it."""
 
     @abstractmethod
-    def history(self, seq: int | None = None) -> History:
+    def history(self, seq: int | None = None, granted: bool = True) -> History:
         """The store as it stood once log entry ``seq`` was applied (None: now), read by replaying its log
         from the latest checkpoint at or before it. A StoreError for an entry beyond the log's head, or
-        before its history starts (a store upgraded from schema 1 starts at its checkpoint)."""
+        before its history starts (a store upgraded from schema 1 starts at its checkpoint). ``granted``:
+        False leaves :attr:`History.granted` empty, for a reader that does not need it."""
 
     @abstractmethod
     def seq_at(self, time: str) -> int:

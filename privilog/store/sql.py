@@ -808,23 +808,23 @@ class _Replay:
     def apply(self, seq: int, kind: str, items: list[Any], effect: Any) -> None:
         if kind not in _WORLD_KINDS:
             return
-        if kind == CHECKPOINT:
-            self.__init__()  # type: ignore[misc]
+        if kind == CHECKPOINT:  # the whole world: nothing before it stands
+            self.entities, self.granted, self.members, self.admins = set(), {}, set(), set()
         if kind in (IMPORT, CHECKPOINT):
             self.instance = effect["instance"]
             self.entities.update(effect["entities"])
             for grant in effect["grants"]:
-                self.granted.setdefault(tuple(grant), seq)  # type: ignore[arg-type]
-            self.members.update(tuple(m) for m in effect["members"])  # type: ignore[misc]
+                self.granted.setdefault(tuple(grant), seq)
+            self.members.update(tuple(m) for m in effect["members"])
             self.admins.update(effect["admins"])
         elif kind == "grant":
             for grant in items:
-                self.granted[tuple(grant)] = seq  # type: ignore[index]
+                self.granted[tuple(grant)] = seq
         elif kind in ("revoke", "revoke.entity"):
             for grant in items:
-                self.granted.pop(tuple(grant), None)  # type: ignore[arg-type]
+                self.granted.pop(tuple(grant), None)
         elif kind == "member.add":
-            self.members.update(tuple(m) for m in items)  # type: ignore[misc]
+            self.members.update(tuple(m) for m in items)
         elif kind == "member.remove":
             self.members.difference_update(tuple(m) for m in items)
         elif kind == "admin.add":
@@ -838,7 +838,7 @@ class _Replay:
         elif kind == "role.drop" and effect:
             self.members.difference_update(tuple(m) for m in effect["members"])
             for grant in effect["grants"]:
-                self.granted.pop(tuple(grant), None)  # type: ignore[arg-type]
+                self.granted.pop(tuple(grant), None)
             self.admins.difference_update(effect["admins"])
 
     def data(self) -> dict[str, Any]:
