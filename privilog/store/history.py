@@ -65,7 +65,8 @@ class Past:
 
 def resolve(store: Store, moment: AsOf | str) -> int:
     """The log entry a moment names: a revision's, an entry's number, or the last entry at or before a
-    time ("now": the log's head). A StoreError for a moment the log does not reach."""
+    time ("now": the log's head). A StoreError for a moment the log does not reach (a time before its
+    first entry; an entry beyond its head is refused by :meth:`Store.history`)."""
     if isinstance(moment, str):
         if moment.strip().lower() == "now":
             return store.last_seq()
@@ -75,7 +76,13 @@ def resolve(store: Store, moment: AsOf | str) -> int:
     if moment.seq is not None:
         return moment.seq
     assert moment.time is not None
-    return store.seq_at(moment.time)
+    seq = store.seq_at(moment.time)
+    if seq == 0 and store.last_seq():
+        raise StoreError(
+            f"{moment.time} is before the store's first log entry: ask about a later moment "
+            "(`privilog store audit` shows the log's times)"
+        )
+    return seq
 
 
 def policy_then(history: History, given: Policy) -> tuple[Policy, bool]:
