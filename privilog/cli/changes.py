@@ -419,6 +419,8 @@ def _answer(
     for plan, done, _entry in changes:
         for line in said.answer(plan.asked, done, dry):
             print(plan.label(line))
+    if revision:  # as the REPL answers a change on a store: the answer, then the revision it produced
+        print(f"revision {revision} (log entry {changes[-1][2].seq})")
     n = len(changes)
     what = f"{n} change{'' if n == 1 else 's'}"
     if dry:
@@ -429,8 +431,6 @@ def _answer(
         print(render_impact(impact))
     else:
         print(f"applied {what} as {actor} to {where}: {changed} changed something, {n - changed} changed nothing")
-        if revision:
-            print(f"revision {revision} (log entry {changes[-1][2].seq})")
 
 
 # ---- the command line ---------------------------------------------------------------------------
