@@ -143,7 +143,7 @@ def steps(store: Store, start: int, end: int) -> Iterator[tuple[Change, World, W
                 if not entry.items:
                     continue
                 after = copied(world, store.url)
-                apply(after, entry)  # type: ignore[arg-type]
+                apply(after, entry)
             yield entry, world, after
             world = after
 
