@@ -208,7 +208,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"privilog store diff: --from (log entry {start}) is after --to (log entry {end}); swap them"
             )
-        found = diff(store, policy, start, end, keep=keep, progress=progress)
+        found = diff(store, policy, start, end, keep=keep, progress=progress, principal=principal)
     if args.json:
         print(json.dumps(found.to_json()))
     else:

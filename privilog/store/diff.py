@@ -32,7 +32,7 @@ from typing import Any
 from privilog.dsl.ir import Policy
 from privilog.engine.ids import EntityId
 from privilog.engine.patterns import is_pattern, parse_pattern
-from privilog.engine.whatif import Access, impact
+from privilog.engine.whatif import Access, impact, reach
 from privilog.engine.world import Grant, World
 
 from .base import CHECKPOINT, ENGINE_KINDS, IMPORT, Change, Store, StoreError
@@ -165,10 +165,12 @@ def diff(
     backend: str = "compiled",
     keep: Callable[[Access], bool] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    principal: str | None = None,
 ) -> StoreDiff:
     """The accesses gained and lost from log entry ``start`` to ``end`` under ``policy``, each with the last
     change in the window that flipped it. ``keep``: only the accesses it says yes to. ``progress``: told
-    (changes done, entries of the window) as the window is stepped through."""
+    (changes done, entries of the window) as the window is stepped through. ``principal``: only that
+    user's accesses (a change that cannot reach the user, by :func:`engine.whatif.reach`, is not decided)."""
     if not 0 <= start <= end:
         raise StoreError(f"the window runs from log entry {start} to {end}: --from must not be after --to")
     first: dict[Access, bool] = {}  # each access that flipped: whether its first flip gave it
@@ -179,16 +181,20 @@ def diff(
         if not ends:
             ends.append(before)
         count += 1
-        changed = impact(policy, before, after, backend)
-        for gave, accesses in ((True, changed.gained), (False, changed.lost)):
-            for access in accesses:
-                if keep is not None and not keep(access):
-                    continue
-                first.setdefault(access, gave)
-                last[access] = (gave, entry)
         ends[1:] = [after]
         if progress is not None:
             progress(count, entry.seq - start)
+        if principal is not None:
+            reached = reach(policy, before, after)
+            if reached is not None and not reached.get(principal):
+                continue  # the change cannot reach the user's decisions
+        changed = impact(policy, before, after, backend)
+        for gave, accesses in ((True, changed.gained), (False, changed.lost)):
+            for access in accesses:
+                if (keep is not None and not keep(access)) or principal not in (None, access.principal):
+                    continue
+                first.setdefault(access, gave)
+                last[access] = (gave, entry)
     users, entities = _universe(*ends) if ends else (set(), set())
     gained: list[tuple[Access, Change]] = []
     lost: list[tuple[Access, Change]] = []

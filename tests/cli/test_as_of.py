@@ -202,3 +202,7 @@ def test_store_diff_steps_are_the_history_and_its_net_is_the_what_if(store: str)
             reference = impact_whole(policy, opened.history(start).world, opened.history(end).world)
             assert tuple(a for a, _ in found.gained) == reference.gained, (start, end)
             assert tuple(a for a, _ in found.lost) == reference.lost, (start, end)
+            for user in ("user:alice", "user:dave"):  # one user's: the changes that cannot reach it skipped
+                own = diff(opened, policy, start, end, principal=user)
+                assert own.gained == tuple((a, c) for a, c in found.gained if a.principal == user)
+                assert own.lost == tuple((a, c) for a, c in found.lost if a.principal == user)
