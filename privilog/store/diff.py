@@ -1,15 +1,17 @@
 """What changed between two moments of a store: the accesses gained and lost, each with the change that did it.
 
-``privilog store diff --from T1 --to T2`` (and the REPL's questions about the past) ask it. The
-store as it stood at ``T1`` (:meth:`Store.history`) is stepped forward through the log's applied
-changes up to ``T2``, each on a copy of the world as a replica's replay applies it
-(:class:`~privilog.store.deployment.Deployment`); each step's accesses lost and gained come from
-the engine's what-if (:func:`engine.whatif.impact`: decided only where the change reaches). For
-every access that flipped, the last change that flipped it is kept; an access that flipped and
-flipped back is no difference. The accesses compared are those of the principals and entities of
-either end (as ``privilog whatif`` compares a world before and after), so the net result equals
-:func:`~engine.whatif.impact` of the two ends; the difference is that each is *explained* by a
-log entry.
+``privilog store diff --from T1 --to T2`` asks it. The store as it stood at ``T1``
+(:meth:`Store.history`) is stepped forward through the log's applied changes up to ``T2``, each
+applied as a replica's replay applies it (:class:`~privilog.store.deployment.Deployment`): to a copy
+of the world (:func:`steps`), and incrementally to one authorizer over the whole world. For each
+change, the engine's what-if bound (:func:`engine.whatif.reach`: the users and entities the change
+can reach, read from the policy's rules) says which accesses to decide, and they are decided on
+that authorizer just before and just after it; a change the bound cannot hold (of admins a rule
+reads, say) is decided by :func:`engine.whatif.impact` whole. For every access that flipped, the
+last change that flipped it is kept; an access that flipped and flipped back is no difference. The
+accesses compared are those of the principals and entities of either end (as ``privilog whatif``
+compares a world before and after), so the net result equals :func:`~engine.whatif.impact_whole` of
+the two ends; what this adds is the log entry that explains each.
 
 >>> import tempfile, pathlib
 >>> from privilog import dsl
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from privilog.dsl.ir import Policy
+from privilog.engine.authorizer import Authorizer
 from privilog.engine.ids import EntityId
 from privilog.engine.patterns import is_pattern, parse_pattern
 from privilog.engine.whatif import Access, impact, reach
@@ -93,9 +96,11 @@ def copied(world: World, url: str) -> FollowingWorld:
     return out
 
 
-def apply(world: FollowingWorld, entry: Change) -> None:
-    """An applied log entry made to ``world`` as a deployment's replay makes it."""
+def apply(world: Any, entry: Change) -> None:
+    """An applied log entry made to ``world`` (a :class:`FollowingWorld` replaying, or an authorizer over
+    one) as a deployment's replay makes it."""
     kind, items, actor = entry.kind, entry.items, entry.actor
+    rows = world.world if isinstance(world, Authorizer) else world
     if kind in ("grant", "revoke", "revoke.entity"):  # revoke.entity's items: the grants it took
         grants = [Grant(p, action, parse_pattern(e)) for p, action, e in items]
         (world.grant if kind == "grant" else world.revoke)(actor, grants)
@@ -115,9 +120,9 @@ def apply(world: FollowingWorld, entry: Change) -> None:
             world.delete_entity(actor, EntityId.parse(text))
     elif kind == "role.drop":  # as the store drops it: its memberships, its grants, its admin row
         for role in items:
-            world.remove_members(actor, [m for m in world.members if role in m])
-            world.revoke(actor, [g for g in world.grants if g.principal == role])
-            if role in world.admins:
+            world.remove_members(actor, [m for m in rows.members if role in m])
+            world.revoke(actor, [g for g in rows.grants if g.principal == role])
+            if role in rows.admins:
                 world.remove_admins(actor, [role])
 
 
@@ -176,25 +181,42 @@ def diff(
     first: dict[Access, bool] = {}  # each access that flipped: whether its first flip gave it
     last: dict[Access, tuple[bool, Change]] = {}
     ends: list[World] = []
+    operations: dict[str, list[str]] = {}
+    for op in policy.operations:
+        operations.setdefault(op.entity_type, []).append(op.qualified)
+    authorizer: Authorizer | None = None
     count = 0
     for entry, before, after in steps(store, start, end):
-        if not ends:
+        if authorizer is None:
             ends.append(before)
+            authorizer = Authorizer(policy, copied(before, store.url), backend)
         count += 1
         ends[1:] = [after]
         if progress is not None:
             progress(count, entry.seq - start)
-        if principal is not None:
-            reached = reach(policy, before, after)
-            if reached is not None and not reached.get(principal):
-                continue  # the change cannot reach the user's decisions
-        changed = impact(policy, before, after, backend)
-        for gave, accesses in ((True, changed.gained), (False, changed.lost)):
-            for access in accesses:
-                if (keep is not None and not keep(access)) or principal not in (None, access.principal):
-                    continue
-                first.setdefault(access, gave)
-                last[access] = (gave, entry)
+        reached = reach(policy, before, after)
+        if reached is None or entry.kind in (IMPORT, CHECKPOINT):  # decided whole; the authorizer anew
+            changed = impact(policy, before, after, backend)
+            flips = [(True, a) for a in changed.gained] + [(False, a) for a in changed.lost]
+            authorizer = Authorizer(policy, copied(after, store.url), backend)
+        else:
+            asked = [
+                (p, e, op)
+                for p, entities in reached.items()
+                if principal in (None, p)
+                for e in entities
+                for op in operations.get(e.type, ())
+            ]
+            old = {(p, e, op) for p, e, op in asked if authorizer.allows(p, op, e)}
+            apply(authorizer, entry)
+            new = {(p, e, op) for p, e, op in asked if authorizer.allows(p, op, e)}
+            flips = [(True, Access(p, op, e)) for p, e, op in new - old]
+            flips += [(False, Access(p, op, e)) for p, e, op in old - new]
+        for gave, access in flips:
+            if (keep is not None and not keep(access)) or principal not in (None, access.principal):
+                continue
+            first.setdefault(access, gave)
+            last[access] = (gave, entry)
     users, entities = _universe(*ends) if ends else (set(), set())
     gained: list[tuple[Access, Change]] = []
     lost: list[tuple[Access, Change]] = []
