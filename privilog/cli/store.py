@@ -181,7 +181,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from privilog.engine.ids import EntityId, parse_principal
     from privilog.render.whatif import render_store_diff
     from privilog.store.diff import diff
-    from privilog.store.history import resolve
 
     principal = parse_principal(args.principal) if args.principal else None
     if principal is not None and not principal.startswith("user:"):
@@ -203,7 +202,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
             print(f"store diff: {done} changes stepped through, entry {start + through} of {end}", file=sys.stderr)
 
     with _open(args) as store:
-        start, end = resolve(store, args.since), resolve(store, args.until)
+        start, end = _moment(store, "--from", args.since), _moment(store, "--to", args.until)
+        head = store.last_seq()
+        for seq in (start, end):
+            if seq > head:
+                raise UsageError(
+                    f"privilog store diff: log entry {seq} is not in the store's log (its last entry is {head})"
+                )
         if start > end:
             raise UsageError(
                 f"privilog store diff: --from (log entry {start}) is after --to (log entry {end}); swap them"
@@ -214,6 +219,18 @@ def cmd_diff(args: argparse.Namespace) -> int:
     else:
         print(render_store_diff(found))
     return EXIT_OK
+
+
+def _moment(store: Any, option: str, text: str) -> int:
+    """The log entry a moment of store diff names (as --as-of reads one); a usage error naming the option."""
+    from privilog.store.base import StoreError
+    from privilog.store.history import resolve
+
+    try:
+        return resolve(store, text)
+    except StoreError as error:
+        said = str(error).replace("--as-of takes", "a moment is")
+        raise UsageError(f"privilog store diff: {option}: {said}") from None
 
 
 def register(sub: Any) -> None:

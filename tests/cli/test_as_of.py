@@ -183,6 +183,10 @@ def test_store_diff_filters_and_refuses(store: str, capsys: pytest.CaptureFixtur
     assert code == 0 and "no access changes" in out
     code, out, err = run(capsys, "store", "diff", "--store", store, "--from", "8", "--to", "2")
     assert code == 2 and "after --to" in err
+    code, out, err = run(capsys, "store", "diff", "--store", store, "--from", "2", "--to", "30")
+    assert code == 2 and "log entry 30 is not in the store's log (its last entry is 8)" in err
+    code, out, err = run(capsys, "store", "diff", "--store", store, "--from", "yesterday")
+    assert code == 2 and "store diff: --from: a moment is a time" in err and "not `yesterday`" in err
     code, out, err = run(capsys, "store", "diff", "--store", store, "--from", "2", "--principal", "group:g")
     assert code == 2 and "give user:NAME" in err
 
