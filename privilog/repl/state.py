@@ -100,6 +100,11 @@ class SessionState:
             self.world.observers.discard(self.authorizer)  # the old one no longer follows the world's file
         self.authorizer = authorizer
         self.policy = authorizer.policy
+        if self.past is not None:  # the same moment under the new policy (gone with the store)
+            from privilog.store.history import as_of
+
+            store = self.deployment.store if self.deployment is not None else None
+            self.past = as_of(store, str(self.past.seq), self.policy) if store is not None else None
 
     # ---- changes -------------------------------------------------------------------
 

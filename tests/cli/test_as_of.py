@@ -147,6 +147,14 @@ def test_the_repl_answers_as_of_a_moment_and_refuses_changes_then(store: str) ->
     assert bad.error and "log entry 77 is not in the store's log" in bad.text
 
 
+def test_the_repl_keeps_its_moment_across_a_new_policy(store: str) -> None:
+    session = Session(store=store)
+    session.one_shot("as of 3")
+    assert "loaded policy cdap-4.2" in session.one_shot("load policy cdap-4.2")
+    assert session.past is not None and session.past.seq == 3 and session.past.policy.name == "cdap-4.2"
+    assert session.one_shot(f"check user:alice namespace.update {NS}").startswith("ALLOW")
+
+
 def test_the_repl_on_a_world_file_says_as_of_needs_a_store() -> None:
     reply = Session().run("as of 1")
     assert reply.error and "start the session on a store" in reply.text and "\n" not in reply.text
