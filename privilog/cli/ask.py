@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any
 
-from privilog.cli.options import add_arg, add_common, load_authorizer, request_args
+from privilog.cli.options import add_arg, add_common, load_authorizer, moment_json, request_args
 from privilog.usage import EXIT_OK
 
 
@@ -32,7 +32,7 @@ def cmd_who(args: argparse.Namespace) -> int:
     authorizer = load_authorizer(args)
     allowed = who(authorizer, args.operation, args.entity, request_args(args.arg))
     if args.json:
-        print(json.dumps(allowed.to_json()))
+        print(json.dumps(allowed.to_json() | moment_json(args)))
     else:
         print(render_who(allowed))
     if allowed.checked:
@@ -50,7 +50,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     body = parse_query(args.body, authorizer.program.relations)
     found = answer(authorizer.backend.query, body, Budget.from_env())
     if args.json:
-        print(json.dumps(found.to_json()))
+        print(json.dumps(found.to_json() | moment_json(args)))
     else:
         print(render_answer(found))
     _note(action_notes(found, [*authorizer.policy.actions, ALL]))

@@ -390,6 +390,8 @@ def _answer(
 
     dry = args.dry_run
     changed = sum(1 for _, done, _e in changes if done)
+    # on a store, the revision the last change produced: a reader handed it is answered at least as fresh
+    revision = changes[-1][2].revision if changes and changes[-1][2] is not None else ""
     if args.json:
         out: dict[str, Any] = {
             "target": where,
@@ -410,11 +412,15 @@ def _answer(
         }
         if impact is not None:
             out["impact"] = impact.to_json()
+        if revision:
+            out["revision"] = revision
         print(json.dumps(out))
         return
     for plan, done, _entry in changes:
         for line in said.answer(plan.asked, done, dry):
             print(plan.label(line))
+    if revision:  # as the REPL answers a change on a store: the answer, then the revision it produced
+        print(f"revision {revision} (log entry {changes[-1][2].seq})")
     n = len(changes)
     what = f"{n} change{'' if n == 1 else 's'}"
     if dry:

@@ -16,7 +16,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from privilog.cli.options import WORLD_HELP, add_arg, add_common, given_store, load_authorizer, request_args
+from privilog.cli.options import (
+    WORLD_HELP,
+    add_arg,
+    add_common,
+    given_store,
+    load_authorizer,
+    moment_json,
+    request_args,
+)
 from privilog.cli.store import STORE_HELP
 from privilog.usage import EXIT_BAD_INPUT, EXIT_DENY, EXIT_INTERNAL, EXIT_OK, CommandParser, UsageError
 
@@ -44,7 +52,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         write_picture(decision_dot(decision), args.format, args.out, "why")
     elif args.json:
-        _print_json(decision.to_json())
+        _print_json(decision.to_json() | moment_json(args, revision=True))
     elif args.command == "why" or args.explain:
         print(render_decision(decision))
     else:
@@ -75,6 +83,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                 "in": args.within,
                 "visible": [v.to_json() for shown in result.values() for v in shown],
             }
+            | moment_json(args)
         )
         return EXIT_OK
     shown_any = False

@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any
 
-from privilog.cli.options import add_common, load_authorizer
+from privilog.cli.options import add_common, load_authorizer, moment_json
 from privilog.engine.ids import PRINCIPAL_KINDS, SHAPES, EntityId, IdError, parse_principal
 from privilog.usage import EXIT_OK
 
@@ -51,7 +51,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             notes = [f"note: {entity} does not exist in the world"]
         text = render_entity
     if args.json:
-        print(json.dumps(report.to_json()))
+        print(json.dumps(report.to_json() | moment_json(args)))
     elif args.csv:
         sys.stdout.write(csv_rows(report.accesses))
     else:

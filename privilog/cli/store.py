@@ -173,9 +173,69 @@ def render_entry(entry: Any) -> str:
     return f"#{entry.seq} {entry.at} {entry.actor} {entry.kind}: {shown}{more}{request}{outcome}"
 
 
+def cmd_diff(args: argparse.Namespace) -> int:
+    """The accesses gained and lost between two moments of the store, each with the change that did it."""
+    import time
+
+    from privilog import dsl
+    from privilog.engine.ids import EntityId, parse_principal
+    from privilog.render.whatif import render_store_diff
+    from privilog.store.diff import diff
+
+    principal = parse_principal(args.principal) if args.principal else None
+    if principal is not None and not principal.startswith("user:"):
+        raise UsageError(f"privilog store diff: --principal: accesses are users', not {principal}'s; give user:NAME")
+    entity = EntityId.parse(args.entity) if args.entity else None
+    policy = dsl.load_policy(args.policy)
+
+    def keep(access: Any) -> bool:
+        if principal is not None and access.principal != principal:
+            return False
+        return entity is None or access.entity == entity or entity in access.entity.ancestors()
+
+    shown = [time.monotonic(), 0.0]
+
+    def progress(done: int, through: int) -> None:  # a line every few seconds on a long window
+        now = time.monotonic()
+        if now - shown[0] > 2.0:
+            shown[0] = now
+            print(f"store diff: {done} changes stepped through, entry {start + through} of {end}", file=sys.stderr)
+
+    with _open(args) as store:
+        start, end = _moment(store, "--from", args.since), _moment(store, "--to", args.until)
+        head = store.last_seq()
+        for seq in (start, end):
+            if seq > head:
+                raise UsageError(
+                    f"privilog store diff: log entry {seq} is not in the store's log (its last entry is {head})"
+                )
+        if start > end:
+            raise UsageError(
+                f"privilog store diff: --from (log entry {start}) is after --to (log entry {end}); swap them"
+            )
+        found = diff(store, policy, start, end, keep=keep, progress=progress, principal=principal)
+    if args.json:
+        print(json.dumps(found.to_json()))
+    else:
+        print(render_store_diff(found))
+    return EXIT_OK
+
+
+def _moment(store: Any, option: str, text: str) -> int:
+    """The log entry a moment of store diff names (as --as-of reads one); a usage error naming the option."""
+    from privilog.store.base import StoreError
+    from privilog.store.history import resolve
+
+    try:
+        return resolve(store, text)
+    except StoreError as error:
+        said = str(error).replace("--as-of takes", "a moment is")
+        raise UsageError(f"privilog store diff: {option}: {said}") from None
+
+
 def register(sub: Any) -> None:
     """Add ``store`` and its subcommands to the command line."""
-    text = "the durable grant store: init, import a world, export it, read the audit log"
+    text = "the durable grant store: init, import a world, export it, read the audit log, diff two moments"
     p = sub.add_parser("store", help=text, description=text + ". " + __doc__.split("\n\n")[2].replace("\n", " "))
     commands = p.add_subparsers(dest="store_command", required=True, parser_class=type(p))
 
@@ -222,3 +282,18 @@ def register(sub: Any) -> None:
     q.add_argument("--limit", type=int, default=1000, metavar="N", help="the newest N (default 1000)")
     q.add_argument("--json", action="store_true", help="one JSON object per line")
     q.set_defaults(run=cmd_audit)
+
+    q = commands.add_parser(
+        "diff",
+        help="the accesses gained and lost between two moments, each with the change that did it",
+        description="The accesses (principal, operation, entity) gained and lost between two moments of the "
+        "store, each with the log entry (seq, time, actor, change) that last flipped it. A moment is a time "
+        "(2026-10-01, 2026-10-01T09:30Z), a log entry's number or a revision token; decided under --policy.",
+    )
+    common(q)
+    q.add_argument("--from", dest="since", required=True, metavar="MOMENT", help="the moment compared from")
+    q.add_argument("--to", dest="until", default="now", metavar="MOMENT", help="the moment compared to (default now)")
+    q.add_argument("--principal", metavar="USER", help="only the accesses of USER")
+    q.add_argument("--entity", metavar="E", help="only the accesses on E and inside it")
+    q.add_argument("--json", action="store_true", help="print the differences as one JSON object")
+    q.set_defaults(run=cmd_diff)

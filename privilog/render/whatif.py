@@ -1,16 +1,21 @@
 """What a change to a world would do, as text and JSON: the accesses it takes away and gives
 (:func:`engine.whatif.impact`), and the logged requests it would decide differently
-(:func:`engine.whatif.redecide`). Backs ``privilog whatif`` and ``--dry-run`` of the change commands.
+(:func:`engine.whatif.redecide`). Backs ``privilog whatif`` and ``--dry-run`` of the change commands;
+and what changed between two moments of a store, each access with the log entry that did it
+(``privilog store diff``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from privilog.engine.decision import Request
 from privilog.engine.whatif import Impact
+
+if TYPE_CHECKING:
+    from privilog.store.diff import StoreDiff
 
 
 def render_impact(impact: Impact) -> str:
@@ -67,3 +72,29 @@ def redecided_json(changed: Sequence[tuple[Request, bool, bool]], decided: int, 
             for r, a, b in changed
         ],
     }
+
+
+def render_store_diff(found: StoreDiff) -> str:
+    """The accesses gained and lost between two log entries, a row each with the entry that last flipped it
+    (``#SEQ TIME ACTOR KIND: ITEMS``), and their counts."""
+    head = f"from log entry {found.start} to {found.end} ({found.steps} change{'' if found.steps == 1 else 's'})"
+    if not found.gained and not found.lost:
+        back = f"; {found.flipped_back} changed and came back" if found.flipped_back else ""
+        return f"{head}: no access changes{back}"
+    rows = [("lost", a, c) for a, c in found.lost] + [("gained", a, c) for a, c in found.gained]
+    table = [("access", "principal", "operation", "entity", "by")]
+    table += [(side, a.principal, a.operation, str(a.entity), _entry(c)) for side, a, c in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(5)]
+    lines = [head + ":"]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in table]
+    lines.insert(2, "  ".join("-" * w for w in widths))
+    lost = f"{len(found.lost)} access{'' if len(found.lost) == 1 else 'es'} lost"
+    back = f"; {found.flipped_back} changed and came back" if found.flipped_back else ""
+    lines.append(f"({lost}, {len(found.gained)} gained{back})")
+    return "\n".join(lines)
+
+
+def _entry(change: Any) -> str:
+    items = [" ".join(i) if isinstance(i, tuple) else str(i) for i in change.items]
+    shown = "; ".join(items[:2]) + (f" (+{len(items) - 2} more)" if len(items) > 2 else "")
+    return f"#{change.seq} {change.at[:19]} {change.actor} {change.kind}: {shown}"

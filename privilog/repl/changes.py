@@ -18,7 +18,13 @@ from privilog.repl.state import ReplError, SessionState, count
 
 
 def _actor(session: SessionState, line: Line, verb: str, words: list[str], what: str) -> tuple[str, list[str]]:
-    """The admin a change is made as (`... as ADMIN`), and the words before `as`."""
+    """The admin a change is made as (`... as ADMIN`), and the words before `as`. Refused in the past."""
+    if session.past is not None:
+        raise ReplError(
+            f"the session answers as of log entry {session.past.seq}: the past is read, never changed; "
+            "`as of now` comes back to the present to make changes"
+        )
+    session.last_entry = None
     if "as" not in words:
         admins = ", ".join(sorted(session.world.admins)) or "the world lists none"
         raise ReplError(
@@ -36,12 +42,20 @@ def _actor(session: SessionState, line: Line, verb: str, words: list[str], what:
 
 def grant(session: SessionState, line: Line) -> str:
     """``grant``: privileges, on one or more entities."""
-    return _change_grants(session, line, "grant")
+    return _revision(session, _change_grants(session, line, "grant"))
 
 
 def revoke(session: SessionState, line: Line) -> str:
     """``revoke``: privileges, on one or more entities."""
-    return _change_grants(session, line, "revoke")
+    return _revision(session, _change_grants(session, line, "revoke"))
+
+
+def _revision(session: SessionState, text: str) -> str:
+    """A store's change answers with the revision it produced (what a reader asks to be answered at)."""
+    entry = session.last_entry
+    if entry is None or not entry.revision:
+        return text
+    return f"{text}\nrevision {entry.revision} (log entry {entry.seq})"
 
 
 def _change_grants(session: SessionState, line: Line, verb: str) -> str:
@@ -84,8 +98,8 @@ def entity(session: SessionState, line: Line) -> str:
         raise line.misused()
     entities = [session.authorizer.entity(w) for w in before]
     if words[0] == "add":
-        return _add_entities(session, actor, entities)
-    return _delete_entities(session, actor, entities)
+        return _revision(session, _add_entities(session, actor, entities))
+    return _revision(session, _delete_entities(session, actor, entities))
 
 
 def _add_entities(session: SessionState, actor: str, entities: list[EntityId]) -> str:
@@ -148,8 +162,10 @@ def member(session: SessionState, line: Line) -> str:
         if changed:
             session.changed()
     if adding:
-        return f"added {pair[0]} to {pair[1]}" if changed else f"{pair[0]} is already in {pair[1]}"
-    return f"removed {pair[0]} from {pair[1]}" if changed else f"{pair[0]} is not in {pair[1]}: nothing to remove"
+        return _revision(session, f"added {pair[0]} to {pair[1]}" if changed else f"{pair[0]} is already in {pair[1]}")
+    return _revision(
+        session, f"removed {pair[0]} from {pair[1]}" if changed else f"{pair[0]} is not in {pair[1]}: nothing to remove"
+    )
 
 
 # ---- completion ----------------------------------------------------------------------

@@ -3,8 +3,9 @@ its help, the handler that runs it and the completer of its next word (as ``dsl/
 lists its passes).
 
 ``help`` prints from the table, the session dispatches by it, and Tab completes from it.
-The handlers live by subject: ``questions`` (check, why, whynot, list, who, ?-), ``changes``
-(grant, revoke, entity, member), ``files`` (load, save, diff) and ``rules`` (rule); ``help``
+The handlers live by subject: ``questions`` (check, why, whynot, list, who, ?-), ``past``
+(as of), ``changes`` (grant, revoke, entity, member), ``files`` (load, save, diff) and ``rules``
+(rule); ``help``
 and ``quit``, about the session itself, are here.
 """
 
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 
 from privilog.dsl.errors import did_you_mean
 from privilog.engine.query import EXAMPLE as QUERY_EXAMPLE
-from privilog.repl import changes, files, questions, rules
+from privilog.repl import changes, files, past, questions, rules
 from privilog.repl.command import Command, Line
 from privilog.repl.state import ReplError, SessionState
 
@@ -118,6 +119,16 @@ COMMANDS: dict[str, Command] = {
             run=questions.query,
             aliases=("query",),
             takes_text=True,  # its Datalog is completed by privilog.repl.completion, as a rule's is
+        ),
+        Command(
+            "as",
+            "as of TIME|ENTRY|REVISION | as of now",
+            "on a store: answer the questions as the store stood at a moment; `as of now` comes back",
+            "as of 2026-10-01T09:30Z",
+            "A moment is a time (UTC unless it says), a log entry's number (`privilog store audit`) or a\n"
+            "revision token. Answers say the moment in their last line; changes wait for `as of now`.",
+            run=past.as_of,
+            complete=past.complete_as_of,
         ),
         Command(
             "grant",

@@ -53,17 +53,25 @@ def _request(session: SessionState, line: Line) -> Request:
     if len(line.words) < 3:
         raise line.misused()
     principal, operation, entity, *rest = line.words
-    return session.authorizer.request(principal, operation, entity, arguments(rest))
+    return session.asked.request(principal, operation, entity, arguments(rest))
 
 
 def _notes(session: SessionState, principal: str | None, entity: EntityId | None) -> list[str]:
     """Hints for what is probably a typo: a principal or an entity the world does not know."""
-    return unknown_notes(session.world, principal, entity)
+    return [*unknown_notes(session.asked.world, principal, entity), *when(session)]
+
+
+def when(session: SessionState) -> list[str]:
+    """The line that says an answer is about the past (after `as of MOMENT`), else nothing."""
+    past = session.past
+    if past is None:
+        return []
+    return [f"(as of log entry {past.seq}" + (f", {past.history.at}" if past.history.at else "") + ")"]
 
 
 def _decide(session: SessionState, line: Line) -> tuple[Decision, list[str]]:
     request = _request(session, line)
-    return session.authorizer.check(request), _notes(session, request.principal, request.entity)
+    return session.asked.check(request), _notes(session, request.principal, request.entity)
 
 
 def check(session: SessionState, line: Line) -> str:
@@ -138,11 +146,11 @@ def list_visible(session: SessionState, line: Line) -> str:
         raise line.misused()
     principal = words[0]
     entity_type = words[1] if len(words) == 2 else None
-    authorizer = session.authorizer
+    authorizer = session.asked
     parent = authorizer.entity(within) if within is not None else None
     types = [entity_type] if entity_type else authorizer.listable_types()
     if parent is not None and entity_type is None:
-        types = [t for t in types if parent.type in ancestor_types(session.policy, t)]
+        types = [t for t in types if parent.type in ancestor_types(authorizer.policy, t)]
     shown = [v for t in types for v in authorizer.visible(principal, t, parent)]
     lines = [render_visible(principal, shown)] if shown else []
     if not shown:
@@ -156,8 +164,8 @@ def who_may(session: SessionState, line: Line) -> str:
     if len(line.words) < 2:
         raise line.misused()
     operation, entity, *rest = line.words
-    allowed = who(session.authorizer, operation, entity, arguments(rest))
-    notes = _notes(session, None, allowed.request.entity) if allowed.checked else []
+    allowed = who(session.asked, operation, entity, arguments(rest))
+    notes = _notes(session, None, allowed.request.entity) if allowed.checked else when(session)
     return "\n".join([render_who(allowed), *notes])
 
 
@@ -166,13 +174,14 @@ def who_may(session: SessionState, line: Line) -> str:
 
 def query(session: SessionState, line: Line) -> str:
     """``?-``: a Datalog query over the policy's relations, answered as a table."""
-    body = parse_query(line.text, session.authorizer.program.relations)
+    body = parse_query(line.text, session.asked.program.relations)
     try:
-        found = answer(session.authorizer.backend.query, body, Budget.from_env())
+        found = answer(session.asked.backend.query, body, Budget.from_env())
     except QueryLimit:
         session.interrupted = True  # the backend may have stopped half way: rebuilt before the next line
         raise
-    return "\n".join([render_answer(found), *action_notes(found, [*session.policy.actions, ALL])])
+    notes = action_notes(found, [*session.policy.actions, ALL])
+    return "\n".join([render_answer(found), *notes, *when(session)])
 
 
 # ---- completion ----------------------------------------------------------------------

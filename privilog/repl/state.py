@@ -57,10 +57,19 @@ class SessionState:
             loaded.journal = []  # the session's changes, kept until `save world` and re-applied on others'
             self.authorizer = Authorizer(self.policy, loaded)
         self.rules: list[str] = []  # the session's own rules, in the order added
+        # `as of MOMENT` on a store: the questions answer as the store stood then (store.history.Past);
+        # changes are refused until `as of now`
+        self.past: Any = None
+        self.last_entry: LogEntry | None = None  # the store's log entry of the line's last change
         self.finished = False
         self.unsaved = False
         self.warned_unsaved = False
         self.interrupted = False
+
+    @property
+    def asked(self) -> Authorizer:
+        """The authorizer the questions ask: the past's after `as of MOMENT`, else the session's."""
+        return self.past.authorizer if self.past is not None else self.authorizer
 
     @property
     def world(self) -> World:
@@ -91,6 +100,11 @@ class SessionState:
             self.world.observers.discard(self.authorizer)  # the old one no longer follows the world's file
         self.authorizer = authorizer
         self.policy = authorizer.policy
+        if self.past is not None:  # the same moment under the new policy (gone with the store)
+            from privilog.store.history import as_of
+
+            store = self.deployment.store if self.deployment is not None else None
+            self.past = as_of(store, str(self.past.seq), self.policy) if store is not None else None
 
     # ---- changes -------------------------------------------------------------------
 
@@ -99,6 +113,7 @@ class SessionState:
         assert self.deployment is not None
         entry = self.deployment.change(actor, kind, items)
         self.authorizer = self.deployment.authorizer
+        self.last_entry = entry
         return entry
 
     def changed(self) -> None:

@@ -65,7 +65,8 @@ class Past:
 
 def resolve(store: Store, moment: AsOf | str) -> int:
     """The log entry a moment names: a revision's, an entry's number, or the last entry at or before a
-    time ("now": the log's head). A StoreError for a moment the log does not reach."""
+    time ("now": the log's head). A StoreError for a moment the log does not reach (a time before its
+    first entry; an entry beyond its head is refused by :meth:`Store.history`)."""
     if isinstance(moment, str):
         if moment.strip().lower() == "now":
             return store.last_seq()
@@ -75,7 +76,13 @@ def resolve(store: Store, moment: AsOf | str) -> int:
     if moment.seq is not None:
         return moment.seq
     assert moment.time is not None
-    return store.seq_at(moment.time)
+    seq = store.seq_at(moment.time)
+    if seq == 0 and store.last_seq():
+        raise StoreError(
+            f"{moment.time} is before the store's first log entry: ask about a later moment "
+            "(`privilog store audit` shows the log's times)"
+        )
+    return seq
 
 
 def policy_then(history: History, given: Policy) -> tuple[Policy, bool]:
@@ -94,6 +101,19 @@ def policy_then(history: History, given: Policy) -> tuple[Policy, bool]:
     return policy, True
 
 
+_versions: dict[int, tuple[Policy, str]] = {}  # id(policy) -> (policy, its version): the text's hash costs ~10 ms
+
+
+def _version(policy: Policy) -> str:
+    """``policy_version(policy)``, remembered for the policy objects asked about (a warm as-of costs no hash)."""
+    known = _versions.get(id(policy))
+    if known is None or known[0] is not policy:
+        if len(_versions) > 16:
+            _versions.clear()
+        known = _versions[id(policy)] = (policy, policy_version(policy))
+    return known[1]
+
+
 _cache: OrderedDict[tuple[str, int, str, str], Past] = OrderedDict()
 _cache_lock = threading.Lock()
 
@@ -103,7 +123,7 @@ def as_of(store: Store, moment: AsOf | str, given: Policy, backend: str = "compi
     The last few are kept (:data:`CACHED`): asking about one moment again costs nothing. Its world refuses
     changes like a deployment's: the past is read, never changed."""
     seq = resolve(store, moment)
-    key_start = (store.url, seq, policy_version(given), backend)
+    key_start = (store.url, seq, _version(given), backend)
     with _cache_lock:
         if key_start in _cache:
             _cache.move_to_end(key_start)
