@@ -207,20 +207,35 @@ def _ready_revision(server: Server, token: str) -> str:
     return str(answer.json()["revision"])
 
 
-def test_full_sees_another_process_change_at_once_with_following_slowed(setup: Setup) -> None:
-    server = setup.serve("--follow-interval", "600")
-    client = server.client(setup.root)
-    assert _decision(client) == "deny"
+def _grant_on_the_command_line(setup: Setup) -> None:
     made = subprocess.run(
         [sys.executable, "-m", "privilog", "grant", "user:alice", "READ", "dataset:ns1.sales", "--as", "user:root",
          "--store", str(setup.path)],
         capture_output=True, text=True, cwd=ROOT, check=False,
     )
     assert made.returncode == 0, made.stderr
+
+
+def test_full_sees_another_process_change_at_once_with_following_slowed(setup: Setup) -> None:
+    server = setup.serve("--follow-interval", "600")
+    client = server.client(setup.root)
+    assert _decision(client) == "deny"
+    _grant_on_the_command_line(setup)
     assert _decision(client) == "deny"  # following looks again in ten minutes
     assert _decision(client, consistency="full") == "allow"
     assert _decision(client) == "allow"  # and the engine keeps what `full` caught up with
     server.kill()  # its follower sleeps for ten minutes: no need to wait for it
+
+
+def test_a_catch_up_past_the_consistency_timeout_is_503(setup: Setup) -> None:
+    server = setup.serve("--follow-interval", "600", "--consistency-timeout", "0.000001")
+    client = server.client(setup.root)
+    assert _decision(client) == "deny"
+    _grant_on_the_command_line(setup)  # the server must read the store to answer `full`: more than a microsecond
+    answer = client.post("/v1/check", json={**CHECK, "consistency": "full"})
+    assert answer.status_code == 503 and answer.headers["retry-after"] == "1", answer.text
+    assert "--consistency-timeout" in answer.json()["error"]
+    server.kill()
 
 
 def test_every_answer_carries_its_revision(setup: Setup) -> None:
@@ -242,6 +257,10 @@ def test_every_answer_carries_its_revision(setup: Setup) -> None:
         assert answer.status_code == 200, answer.text
         revision = parse_revision(answer.json()["revision"])
         assert revision.covers(made) and answer.headers["privilog-revision"] == revision.token
+    document = client.get("/openapi.json").json()["paths"]["/v1/check"]["post"]
+    assert {"consistency", "as_of"} <= set(document["requestBody"]["content"]["application/json"]["schema"]["properties"])
+    assert [p["name"] for p in document["parameters"]] == ["Privilog-Consistency"]
+    assert "Privilog-Revision" in document["responses"]["200"]["headers"] and "409" in document["responses"]
     base = "/v3/security/authorization"
     cdap: list[tuple[str, str, Any]] = [
         ("POST", f"{base}/enforce", {"entity": "dataset:ns1.sales", "principal": "user:alice", "actions": ["READ"]}),
