@@ -189,9 +189,10 @@ async def privileges(call: Call) -> list[dict[str, Any]]:
     """The privileges granted to a principal directly, as CDAP lists them."""
     principal = principal_of(call.params["principal_type"], call.params["principal_name"], "path")
     deployment = call.service.deployment
+    fresh = await settle(call)  # the Privilog-Consistency header
     with deployment.lock:
         rows = deployment.authorizer.backend.query("grant", {0: principal})
-        call.headers[REVISION_HEADER] = deployment.revision.token
+        call.headers[REVISION_HEADER] = fresh.revision_now(deployment).token
     return [{"entity": entity_to_json(EntityId.parse(e)), "action": a} for _, a, e in sorted(rows, key=_by_entity)]
 
 
@@ -226,9 +227,10 @@ async def drop_role(call: Call) -> dict[str, Any]:
 async def principal_roles(call: Call) -> list[dict[str, str]]:
     principal = principal_of(call.params["principal_type"], call.params["principal_name"], "path")
     deployment = call.service.deployment
+    fresh = await settle(call)  # the Privilog-Consistency header
     with deployment.lock:
         members = deployment.authorizer.world.members
-        call.headers[REVISION_HEADER] = deployment.revision.token
+        call.headers[REVISION_HEADER] = fresh.revision_now(deployment).token
         found = sorted(group for member, group in members if member == principal and group.startswith("role:"))
     return [principal_to_json(r) for r in found]
 
