@@ -171,6 +171,7 @@ def test_a_bad_revision_is_refused_with_one_line(setup: Setup, tmp_path: Path) -
         ({**CHECK, "as_of": "1"}, {"Privilog-Consistency": "full"}),
         ({**CHECK, "as_of": "last tuesday"}, {}),
         ({**CHECK, "as_of": "999999"}, {}),  # beyond the log
+        ({**CHECK, "as_of": "9999-12-31T23:59:59-23:59"}, {}),  # past the year 9999 in UTC
     ]:
         answer = client.post("/v1/check", json=body, headers=headers)
         assert answer.status_code == 400, (body, headers, answer.text)
