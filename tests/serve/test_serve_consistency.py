@@ -208,23 +208,30 @@ def _ready_revision(server: Server, token: str) -> str:
     return str(answer.json()["revision"])
 
 
-def _grant_on_the_command_line(setup: Setup) -> None:
+def _on_the_command_line(setup: Setup, kind: str = "grant") -> Revision:
+    """A change made by another process (`privilog grant|revoke --store`); the store's revision after it."""
     made = subprocess.run(
-        [sys.executable, "-m", "privilog", "grant", "user:alice", "READ", "dataset:ns1.sales", "--as", "user:root",
+        [sys.executable, "-m", "privilog", kind, "user:alice", "READ", "dataset:ns1.sales", "--as", "user:root",
          "--store", str(setup.path)],
         capture_output=True, text=True, cwd=ROOT, check=False,
     )
     assert made.returncode == 0, made.stderr
+    with open_store(str(setup.path), ACTIONS, create=False) as store:
+        return store.revision()
 
 
-def test_full_sees_another_process_change_at_once_with_following_slowed(setup: Setup) -> None:
+def test_full_and_at_least_see_another_process_change_at_once_with_following_slowed(setup: Setup) -> None:
     server = setup.serve("--follow-interval", "600")
     client = server.client(setup.root)
     assert _decision(client) == "deny"
-    _grant_on_the_command_line(setup)
+    granted = _on_the_command_line(setup, "grant")
     assert _decision(client) == "deny"  # following looks again in ten minutes
-    assert _decision(client, consistency="full") == "allow"
-    assert _decision(client) == "allow"  # and the engine keeps what `full` caught up with
+    assert _decision(client, consistency={"at_least": granted.token}) == "allow"  # caught up to the token
+    assert _decision(client) == "allow"  # and the engine keeps what it caught up with
+    _on_the_command_line(setup, "revoke")
+    assert _decision(client) == "allow"  # stale, for ten minutes
+    assert _decision(client, consistency="full") == "deny"
+    assert _decision(client) == "deny"
     server.kill()  # its follower sleeps for ten minutes: no need to wait for it
 
 
@@ -232,7 +239,7 @@ def test_a_catch_up_past_the_consistency_timeout_is_503(setup: Setup) -> None:
     server = setup.serve("--follow-interval", "600", "--consistency-timeout", "0.000001")
     client = server.client(setup.root)
     assert _decision(client) == "deny"
-    _grant_on_the_command_line(setup)  # the server must read the store to answer `full`: more than a microsecond
+    _on_the_command_line(setup)  # the server must read the store to answer `full`: more than a microsecond
     answer = client.post("/v1/check", json={**CHECK, "consistency": "full"})
     assert answer.status_code == 503 and answer.headers["retry-after"] == "1", answer.text
     assert "--consistency-timeout" in answer.json()["error"]
