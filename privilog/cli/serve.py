@@ -23,6 +23,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"privilog serve: --port is 0 to 65535, not {args.port}")
+    if args.follow_interval is not None and not 0 < args.follow_interval <= 3600:
+        raise UsageError(
+            f"privilog serve: --follow-interval is seconds above 0 and at most 3600, not {args.follow_interval:g}"
+        )
     try:
         limits = Limits(**{name: getattr(args, name) for _, name, _ in OPTIONS})
     except ValueError as error:
@@ -35,6 +39,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         decision_log=args.decision_log,
         decision_log_sample=args.decision_log_sample,
+        follow_interval=args.follow_interval,
         limits=limits,
     )
     return serve(options)
@@ -112,6 +117,13 @@ def register(sub: Any) -> None:
         default=1.0,
         metavar="FRACTION",
         help="log only this fraction of decisions, at random (default 1)",
+    )
+    p.add_argument(
+        "--follow-interval",
+        type=float,
+        metavar="SECONDS",
+        help="how often a store that cannot notify (SQLite) is looked at for others' changes (default 0.1; "
+        "PostgreSQL notifies at once)",
     )
     from privilog.serve.limits import OPTIONS, default
 

@@ -69,6 +69,7 @@ def endpoint(service: Service, route: Route) -> Any:
         started = time.perf_counter()
         rid = request_id(request.headers.get("x-request-id"))
         read = False  # whether the body was read to its end: if not, the connection ends with the answer
+        call: Call | None = None
         try:
             principal = ""
             if route.auth != "none":
@@ -90,7 +91,8 @@ def endpoint(service: Service, route: Route) -> Any:
                     raise HttpError(f"{route.method} {route.path} takes no body")
                 if route.body is not None:
                     body = {} if not raw and route.body_optional else parse_json(raw)
-            result = await route.handler(Call(service, request, principal, rid, body, request.path_params))
+            call = Call(service, request, principal, rid, body, request.path_params)
+            result = await route.handler(call)
             response = result if isinstance(result, Response) else json_response(200, result)
         except HttpError as error:
             response = json_response(error.status, error.payload(), error.headers)
@@ -109,6 +111,8 @@ def endpoint(service: Service, route: Route) -> Any:
             log.exception("privilog serve: internal error in %s %s, request %s", route.method, route.path, rid)
             response = json_response(500, {"error": f"internal error (request id {rid}); see the server's log"})
         response.headers["x-request-id"] = rid
+        if call is not None and call.headers:  # the revision an answer was decided at (or a change made)
+            response.headers.update(call.headers)
         if not read and _has_body(request):
             response.headers["connection"] = "close"
         service.metrics.requested(route.name, response.status_code, time.perf_counter() - started)
@@ -149,7 +153,7 @@ def make_app(service: Service, follow_interval: float = 0.25, signals: bool = Fa
         following = getattr(deployment, "start_following", None)
         task = None
         if following is not None:
-            following()
+            following(max(0.5, follow_interval))  # a wait for the store's next change, at most this long
         else:
             task = asyncio.create_task(service.follow(follow_interval))
         loop = asyncio.get_running_loop()

@@ -32,6 +32,7 @@ from privilog.engine.ids import PRINCIPAL_KINDS, EntityId, IdError, parse_princi
 from privilog.engine.world import check_action
 
 from .bodies import HttpError, check_type, fields, shown
+from .consistency import REVISION_HEADER, settle
 from .service import INLINE, Call, Route
 
 # entity type -> the fields of CDAP's JSON id, in the order of the dotted name
@@ -188,8 +189,10 @@ async def privileges(call: Call) -> list[dict[str, Any]]:
     """The privileges granted to a principal directly, as CDAP lists them."""
     principal = principal_of(call.params["principal_type"], call.params["principal_name"], "path")
     deployment = call.service.deployment
+    fresh = await settle(call)  # the Privilog-Consistency header
     with deployment.lock:
         rows = deployment.authorizer.backend.query("grant", {0: principal})
+        call.headers[REVISION_HEADER] = fresh.revision_now(deployment).token
     return [{"entity": entity_to_json(EntityId.parse(e)), "action": a} for _, a, e in sorted(rows, key=_by_entity)]
 
 
@@ -224,8 +227,10 @@ async def drop_role(call: Call) -> dict[str, Any]:
 async def principal_roles(call: Call) -> list[dict[str, str]]:
     principal = principal_of(call.params["principal_type"], call.params["principal_name"], "path")
     deployment = call.service.deployment
+    fresh = await settle(call)  # the Privilog-Consistency header
     with deployment.lock:
         members = deployment.authorizer.world.members
+        call.headers[REVISION_HEADER] = fresh.revision_now(deployment).token
         found = sorted(group for member, group in members if member == principal and group.startswith("role:"))
     return [principal_to_json(r) for r in found]
 
@@ -250,7 +255,9 @@ async def enforce(call: Call) -> dict[str, Any]:
     principal = principal_from_json(body["principal"], "body.principal")
     deployment = call.service.deployment
     actions = _actions(body["actions"], deployment.policy.actions, "body.actions")
+    fresh = await settle(call)  # the Privilog-Consistency header: CDAP's body takes no field of ours
     with deployment.lock:
+        call.headers[REVISION_HEADER] = fresh.revision_now(deployment).token
         started = time.perf_counter()
         query = deployment.authorizer.backend.query
         try:
@@ -285,16 +292,20 @@ async def is_visible(call: Call) -> dict[str, Any]:
         op = listing.get(entity.type)
         return op, op is not None and authorizer.allows(principal, op, str(entity))
 
+    asked = await settle(call)  # the Privilog-Consistency header
     with deployment.lock:
         policy = deployment.authorizer.policy
     listing = {op.entity_type: op.qualified for op in policy.operations if op.verb is Verb.SHOWS}
     started = time.perf_counter()
     if len(entities) > INLINE:
-        answers = await call.service.work(lambda deadline: call.service.in_slices(entities, seen, deadline))
+        answers, revision = await call.service.work(
+            lambda deadline: call.service.in_slices_at(entities, seen, deadline, asked.revision_now)
+        )
     else:
         with deployment.lock:
-            authorizer = deployment.authorizer
+            authorizer, revision = deployment.authorizer, asked.revision_now(deployment)
             answers = [seen(authorizer, entity) for entity in entities]
+    call.headers[REVISION_HEADER] = revision.token
     seconds = time.perf_counter() - started
     shown_ = [item for item, (_, visible) in zip(given, answers, strict=True) if visible]
     each = seconds / max(1, len(entities))
@@ -341,6 +352,7 @@ ROUTES = [
         "Grant actions on an entity to a principal (authorization admins only)",
         grant,
         body=_PRIVILEGE,
+        revision="change",
     ),
     Route(
         "POST",
@@ -349,8 +361,9 @@ ROUTES = [
         "Revoke a principal's actions on an entity, or everything on it (authorization admins only)",
         revoke,
         body=_PRIVILEGE,
+        revision="change",
     ),
-    Route("GET", f"{_WHO}/privileges", "cdap_privileges", "A principal's privileges", privileges),
+    Route("GET", f"{_WHO}/privileges", "cdap_privileges", "A principal's privileges", privileges, revision="read"),
     Route("GET", f"{BASE}/roles", "cdap_roles", "Every role", roles),
     Route(
         "PUT",
@@ -359,6 +372,7 @@ ROUTES = [
         "Create a role (authorization admins only)",
         create_role,
         responses={409: "the role exists"},
+        revision="change",
     ),
     Route(
         "DELETE",
@@ -367,14 +381,18 @@ ROUTES = [
         "Drop a role, its members and its grants (authorization admins only)",
         drop_role,
         responses={404: "no such role"},
+        revision="change",
     ),
-    Route("GET", f"{_WHO}/roles", "cdap_principal_roles", "The roles a principal is in", principal_roles),
+    Route(
+        "GET", f"{_WHO}/roles", "cdap_principal_roles", "The roles a principal is in", principal_roles, revision="read"
+    ),
     Route(
         "PUT",
         f"{_WHO}/roles/{{role}}",
         "cdap_add_role",
         "Add a principal to a role (authorization admins only)",
         add_role,
+        revision="change",
     ),
     Route(
         "DELETE",
@@ -382,6 +400,7 @@ ROUTES = [
         "cdap_remove_role",
         "Remove a principal from a role (authorization admins only)",
         remove_role,
+        revision="change",
     ),
     Route(
         "POST",
@@ -396,6 +415,7 @@ ROUTES = [
             "properties": {"entity": _ENTITY, "principal": _PRINCIPAL, "actions": _ACTIONS},
         },
         responses={403: "the principal lacks an action; `missing` names each"},
+        revision="read",
     ),
     Route(
         "POST",
@@ -409,5 +429,6 @@ ROUTES = [
             "required": ["principal", "entities"],
             "properties": {"principal": _PRINCIPAL, "entities": {"type": "array", "items": _ENTITY}},
         },
+        revision="read",
     ),
 ]

@@ -33,6 +33,7 @@ class Limits:
     max_connections_per_client: int = 256  # open connections from one address (behind a proxy: raise it)
     max_refusals_per_minute: int = 30  # changes one principal may have refused a minute (then 429)
     token_ttl: float = 1.0  # seconds a token's principal is remembered: a revoked token stops within it
+    consistency_timeout: float = 2.0  # seconds a read asking `at_least` or `full` may wait for the store
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -67,6 +68,11 @@ OPTIONS: list[tuple[str, str, str]] = [
         "--max-refusals-per-minute",
         "max_refusals_per_minute",
         "changes one principal may have refused a minute, each audited (more: 429 with Retry-After)",
+    ),
+    (
+        "--consistency-timeout",
+        "consistency_timeout",
+        "seconds a read asking `full` or `at_least` a revision may wait to catch up with the store (503)",
     ),
 ]
 

@@ -17,6 +17,20 @@ from .service import Route
 
 _PARAM = re.compile(r"{(\w+)}")
 _ERROR = {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}}
+_CONSISTENCY = {
+    "name": "Privilog-Consistency",
+    "in": "header",
+    "required": False,
+    "description": "how fresh the answer must be: `any` (default), `full` (the store's log head read first) or "
+    "`at-least TOKEN` (a revision token a change or an answer carried); not with the body's `consistency` or "
+    "`as_of` (docs/consistency.md)",
+    "schema": {"type": "string", "example": "at-least plr1_NDI6NzowMWE5MGI3YmIwZDY4MGEz"},
+}
+_REVISION = {
+    "description": "the revision the answer was decided at (a read), or the change made (a change): a token to hand "
+    "back as `at_least`",
+    "schema": {"type": "string"},
+}
 
 
 def document(routes: Iterable[Route], version: str) -> dict[str, Any]:
@@ -28,6 +42,8 @@ def document(routes: Iterable[Route], version: str) -> dict[str, Any]:
             {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
             for name in _PARAM.findall(route.path)
         ]
+        if route.revision == "read":
+            params.append(_CONSISTENCY)
         if params:
             operation["parameters"] = params
         if route.body is not None:
@@ -36,6 +52,17 @@ def document(routes: Iterable[Route], version: str) -> dict[str, Any]:
                 "content": {"application/json": {"schema": dict(route.body)}},
             }
         responses: dict[str, Any] = {"200": {"description": "OK"}}
+        if route.revision:
+            responses["200"]["headers"] = {"Privilog-Revision": _REVISION}
+        if route.revision == "read":
+            errors_read = {
+                409: "the revision asked is beyond the store's log, or was made under a policy this server does not "
+                "serve (one line saying which)",
+                503: "the revision asked was not reached within --consistency-timeout (Retry-After), or the store "
+                "is away",
+            }
+        else:
+            errors_read = {}
         errors = {400: "malformed request: one line saying what is wrong"}
         if route.body is not None:
             errors |= {408: "the body came too slowly", 413: "the body or the batch is over the limit"}
@@ -43,7 +70,7 @@ def document(routes: Iterable[Route], version: str) -> dict[str, Any]:
             errors |= {401: "no token, or an unknown or revoked one"}
         if route.auth == "admin" or (route.method != "GET" and route.name.startswith(("cdap_", "changes"))):
             errors |= {403: "not an authorization admin (the refusal of a change is audited)"}
-        for status, text in {**errors, **route.responses}.items():
+        for status, text in {**errors, **errors_read, **route.responses}.items():
             responses[str(status)] = {"description": text, "content": {"application/json": {"schema": _ERROR}}}
         operation["responses"] = responses
         if route.auth != "none":

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -20,12 +22,14 @@ from privilog.engine.authorizer import Authorizer, RequestError
 from privilog.engine.ids import parse_principal
 from privilog.render.explain import render_decision
 from privilog.store.base import ENGINE_KINDS, KINDS, StoreError
+from privilog.store.revision import Revision
 
 from .bodies import HttpError, fields, one_line, shown
+from .consistency import READ_FIELDS, READ_PROPERTIES, REVISION_HEADER, Asked, settle
 from .service import INLINE, Call, Route
 
 CHECK_FIELDS = {"principal": str, "operation": str, "entity": str}
-CHECK_OPTIONAL = {"args": dict, "explain": bool}
+CHECK_OPTIONAL = {"args": dict, "explain": bool, **READ_FIELDS}
 _ITEM_KEYS = frozenset({"principal", "operation", "entity", "args"})
 
 
@@ -35,27 +39,51 @@ def _asked(p: str, op: str, e: str, args: dict[str, Any] | None) -> dict[str, An
 
 async def check(call: Call) -> dict[str, Any]:
     body = fields(call.body, "body", CHECK_FIELDS, CHECK_OPTIONAL)
-    if body.get("explain", False):  # a proof and its fixes: milliseconds, off the event loop
+    asked = await settle(call, body)
+    if body.get("explain", False) or asked.past is not None:  # a proof, or the past: off the event loop
         explained: dict[str, Any] = await call.service.work(
-            lambda deadline: _decide(call, body, explain=True, endpoint="check")
+            lambda deadline: _decide(call, body, asked, explain=body.get("explain", False), endpoint="check")
         )
         return explained
-    return _decide(call, body, explain=False, endpoint="check")
+    return _decide(call, body, asked, explain=False, endpoint="check")
 
 
 async def why(call: Call) -> dict[str, Any]:
-    body = fields(call.body, "body", CHECK_FIELDS, {"args": dict})
+    body = fields(call.body, "body", CHECK_FIELDS, {"args": dict, **READ_FIELDS})
+    asked = await settle(call, body)
     explained: dict[str, Any] = await call.service.work(
-        lambda deadline: _decide(call, body, explain=True, endpoint="why", text=True)
+        lambda deadline: _decide(call, body, asked, explain=True, endpoint="why", text=True)
     )
     return explained
 
 
-def _decide(call: Call, body: dict[str, Any], explain: bool, endpoint: str, text: bool = False) -> dict[str, Any]:
-    p, op, e, args = body["principal"], body["operation"], body["entity"], body.get("args")
+@contextmanager
+def _deciding(call: Call, asked: Asked) -> Iterator[tuple[Authorizer, Revision]]:
+    """The authorizer to decide with and the revision it decides at, held for the decision: the
+    deployment's under its lock (covering what was asked), or the past's (``as_of``)."""
+    if asked.past is not None:
+        with call.service.past_lock:
+            yield asked.past.authorizer, asked.past.revision
+        return
     deployment = call.service.deployment
     with deployment.lock:
-        authorizer = deployment.authorizer
+        yield deployment.authorizer, asked.revision_now(deployment)
+
+
+def _answered(call: Call, asked: Asked, revision: Revision, out: dict[str, Any]) -> dict[str, Any]:
+    """An answer with the revision it was decided at (and, as of a moment, which), in its body and header."""
+    out["revision"] = revision.token
+    if asked.past is not None:
+        out["as_of"] = asked.as_of_json()
+    call.headers[REVISION_HEADER] = revision.token
+    return out
+
+
+def _decide(
+    call: Call, body: dict[str, Any], asked: Asked, explain: bool, endpoint: str, text: bool = False
+) -> dict[str, Any]:
+    p, op, e, args = body["principal"], body["operation"], body["entity"], body.get("args")
+    with _deciding(call, asked) as (authorizer, revision):
         started = time.perf_counter()
         if explain:
             decision = authorizer.check(authorizer.request(p, op, e, args))
@@ -63,25 +91,24 @@ def _decide(call: Call, body: dict[str, Any], explain: bool, endpoint: str, text
         else:
             allowed = authorizer.allows(p, op, e, args)
         seconds = time.perf_counter() - started
+        policy = authorizer.policy.name
     call.service.metrics.decided(op, allowed, seconds)
     call.service.log_decisions(call, endpoint, [(_asked(p, op, e, args), allowed, seconds * 1e6)])
     if not explain:
-        return {
-            "decision": "allow" if allowed else "deny",
-            "request": _asked(p, op, e, args),
-            "policy": deployment.policy.name,
-        }
+        out = {"decision": "allow" if allowed else "deny", "request": _asked(p, op, e, args), "policy": policy}
+        return _answered(call, asked, revision, out)
     out = decision.to_json()
     if text:
         out["explanation"] = render_decision(decision)
-    return out
+    return _answered(call, asked, revision, out)
 
 
 async def check_batch(call: Call) -> dict[str, Any]:
     """Many checks in one call: ``decisions`` is allow or deny for each, in order (with ``explain``,
     each decision whole). One malformed check refuses the whole batch, naming it. A batch of more than
-    ``INLINE`` checks, or explained, is decided in a thread, in slices (:meth:`Service.in_slices`)."""
-    body = fields(call.body, "body", {"checks": list}, {"explain": bool})
+    ``INLINE`` checks, or explained, is decided in a thread, in slices (:meth:`Service.in_slices_at`):
+    its ``revision`` is the first slice's, which covers what was asked; later slices may be newer."""
+    body = fields(call.body, "body", {"checks": list}, {"explain": bool, **READ_FIELDS})
     checks: list[Any] = body["checks"]
     limits = call.service.limits
     if len(checks) > limits.max_batch:
@@ -94,6 +121,7 @@ async def check_batch(call: Call) -> dict[str, Any]:
             413,
         )
     asked = [_item(item, index) for index, item in enumerate(checks)]
+    freshness = await settle(call, body)
 
     def decide(authorizer: Authorizer, index_item: tuple[int, tuple[str, str, str, dict[str, Any] | None]]) -> Any:
         index, (p, op, e, args) = index_item
@@ -104,14 +132,19 @@ async def check_batch(call: Call) -> dict[str, Any]:
         except RequestError as error:
             raise HttpError(f"body.checks[{index}]: {error}") from None
 
+    def at_once(deadline: Any = None) -> tuple[list[Any], Revision]:
+        with _deciding(call, freshness) as (authorizer, revision):
+            return [decide(authorizer, pair) for pair in enumerate(asked)], revision
+
     started = time.perf_counter()
-    if explain or len(asked) > INLINE:
-        answers = await call.service.work(lambda deadline: call.service.in_slices(enumerate(asked), decide, deadline))
+    if freshness.past is not None:
+        answers, revision = await call.service.work(at_once)
+    elif explain or len(asked) > INLINE:
+        answers, revision = await call.service.work(
+            lambda deadline: call.service.in_slices_at(enumerate(asked), decide, deadline, freshness.revision_now)
+        )
     else:
-        deployment = call.service.deployment
-        with deployment.lock:
-            authorizer = deployment.authorizer
-            answers = [decide(authorizer, pair) for pair in enumerate(asked)]
+        answers, revision = at_once()
     seconds = time.perf_counter() - started
     counts: Counter[tuple[str, bool]] = Counter()
     out: list[Any] = []
@@ -128,7 +161,8 @@ async def check_batch(call: Call) -> dict[str, Any]:
             for (p, op, e, args), answer in zip(asked, answers, strict=True)
         ]
         call.service.log_decisions(call, "check/batch", logged)
-    return {"decisions": out, "policy": call.service.deployment.policy.name}
+    policy = freshness.past.policy.name if freshness.past is not None else call.service.deployment.policy.name
+    return _answered(call, freshness, revision, {"decisions": out, "policy": policy})
 
 
 def _item(item: Any, index: int) -> tuple[str, str, str, dict[str, Any] | None]:
@@ -143,14 +177,11 @@ def _item(item: Any, index: int) -> tuple[str, str, str, dict[str, Any] | None]:
 
 async def visible(call: Call) -> dict[str, Any]:
     """What a principal may see (``privilog list``): of one type or every listable one, inside ``in``;
-    in a thread, one type at a time under the lock."""
-    body = fields(call.body, "body", {"principal": str}, {"type": str, "in": str, "because": bool})
+    in a thread, one type at a time under the lock (the ``revision``: the first type's)."""
+    body = fields(call.body, "body", {"principal": str}, {"type": str, "in": str, "because": bool, **READ_FIELDS})
     # checked here: with nothing of the type to show, the engine would not look at the principal
     principal, within = parse_principal(body["principal"]), body.get("in")
-    deployment = call.service.deployment
-    with deployment.lock:
-        authorizer = deployment.authorizer
-        types = [body["type"]] if "type" in body else authorizer.listable_types()
+    asked = await settle(call, body)
 
     def one_type(authorizer: Authorizer, entity_type: str) -> list[dict[str, Any]]:
         if "type" not in body and not _fits(authorizer, entity_type, within):
@@ -159,8 +190,18 @@ async def visible(call: Call) -> dict[str, Any]:
             return [v.to_json() for v in authorizer.visible(principal, entity_type, within)]
         return [{"entity": str(e)} for e in authorizer.visible_entities(principal, entity_type, within)]
 
-    found = await call.service.work(lambda deadline: call.service.in_slices(types, one_type, deadline))
-    return {"principal": principal, "in": within, "visible": [v for shown_ in found for v in shown_]}
+    def listed(deadline: Any) -> tuple[list[Any], Revision]:
+        if asked.past is not None:
+            with _deciding(call, asked) as (authorizer, revision):
+                types = [body["type"]] if "type" in body else authorizer.listable_types()
+                return [one_type(authorizer, t) for t in types], revision
+        with call.service.deployment.lock:
+            types = [body["type"]] if "type" in body else call.service.deployment.authorizer.listable_types()
+        return call.service.in_slices_at(types, one_type, deadline, asked.revision_now)
+
+    found, revision = await call.service.work(listed)
+    out = {"principal": principal, "in": within, "visible": [v for shown_ in found for v in shown_]}
+    return _answered(call, asked, revision, out)
 
 
 def _fits(authorizer: Authorizer, entity_type: str, within: str | None) -> bool:
@@ -274,7 +315,8 @@ ROUTES = [
         "check",
         "Decide a request: allow or deny (with `explain`, the proof or what is unmet and the fixes)",
         check,
-        body={**_REQUEST, "properties": {**_REQUEST["properties"], "explain": {"type": "boolean"}}},
+        body={**_REQUEST, "properties": {**_REQUEST["properties"], "explain": {"type": "boolean"}, **READ_PROPERTIES}},
+        revision="read",
     ),
     Route(
         "POST",
@@ -286,8 +328,13 @@ ROUTES = [
             "type": "object",
             "additionalProperties": False,
             "required": ["checks"],
-            "properties": {"checks": {"type": "array", "items": _REQUEST}, "explain": {"type": "boolean"}},
+            "properties": {
+                "checks": {"type": "array", "items": _REQUEST},
+                "explain": {"type": "boolean"},
+                **READ_PROPERTIES,
+            },
         },
+        revision="read",
     ),
     Route(
         "POST",
@@ -295,7 +342,8 @@ ROUTES = [
         "why",
         "Explain a decision: the proof, or the unmet requirements and the fixes",
         why,
-        body=_REQUEST,
+        body={**_REQUEST, "properties": {**_REQUEST["properties"], **READ_PROPERTIES}},
+        revision="read",
     ),
     Route(
         "POST",
@@ -312,8 +360,10 @@ ROUTES = [
                 "type": {"type": "string"},
                 "in": {"type": "string"},
                 "because": {"type": "boolean"},
+                **READ_PROPERTIES,
             },
         },
+        revision="read",
     ),
     Route(
         "POST",
@@ -330,6 +380,7 @@ ROUTES = [
                 "items": {"type": "array"},
             },
         },
+        revision="change",
     ),
     Route("GET", "/v1/audit", "audit", "The audit log (authorization admins only)", audit, auth="admin"),
     Route(

@@ -44,7 +44,7 @@ class ServeOptions:
     workers: int = 1
     decision_log: str | None = None
     decision_log_sample: float = 1.0
-    follow_interval: float = 0.25
+    follow_interval: float | None = None  # seconds between looks at a store that cannot notify (None: its own)
     limits: Limits = field(default_factory=Limits)
 
     @classmethod
@@ -270,7 +270,10 @@ def build_app(options: ServeOptions, signals: bool) -> Any:
     decision_log = DecisionLog.open(options.decision_log, options.decision_log_sample) if options.decision_log else None
     BoundedProtocol.limits = options.limits  # in a worker process too
     service = Service(deployment, options.policy, options.limits, decision_log)
-    return make_app(service, options.follow_interval, signals=signals)
+    if options.follow_interval is not None:  # SQLite's polling (PostgreSQL is notified and does not poll)
+        store.poll_interval = options.follow_interval
+        return make_app(service, options.follow_interval, signals=signals)
+    return make_app(service, signals=signals)
 
 
 def _check_loads(options: ServeOptions) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from privilog.engine.authorizer import Authorizer
 from privilog.engine.world import NotAnAdmin
 from privilog.store.base import Change, StoreFull, StoreUnavailable, split_token
 from privilog.store.deployment import Deployment
-from privilog.store.revision import policy_version
+from privilog.store.revision import Revision, policy_version
 
 from .bodies import HttpError, one_line
 from .decisionlog import DecisionLog
@@ -102,6 +103,7 @@ class Call:
     request_id: str
     body: Any
     params: Mapping[str, str]
+    headers: dict[str, str] = field(default_factory=dict)  # joined to the answer's (Privilog-Revision)
 
 
 Handler = Callable[[Call], Awaitable[Any]]
@@ -113,7 +115,8 @@ class Route:
 
     ``auth``: ``none`` (anyone), ``token`` (any valid token), ``admin`` (an authorization
     admin's token; changes are instead checked by the store, in their own transaction).
-    ``body``: the schema of the JSON body, or None for none.
+    ``body``: the schema of the JSON body, or None for none. ``revision``: ``read`` for a read that takes the
+    ``Privilog-Consistency`` header and answers ``Privilog-Revision``, ``change`` for a change that answers it.
     """
 
     method: str
@@ -125,6 +128,7 @@ class Route:
     body: Mapping[str, Any] | None = None
     body_optional: bool = False
     responses: Mapping[int, str] = field(default_factory=dict)
+    revision: str = ""  # "read": takes Privilog-Consistency, answers Privilog-Revision; "change": answers it
 
 
 class Service:
@@ -148,6 +152,7 @@ class Service:
         self._tokens: dict[str, tuple[str, float]] = {}
         self._reloading: asyncio.Lock | None = None
         self._heavy: asyncio.Semaphore | None = None
+        self.past_lock = threading.Lock()  # held while an authorizer of the past (as_of, shared, cached) decides
         self.refusals = RefusalBudget(self.limits.max_refusals_per_minute)
 
     # ---- who asks ---------------------------------------------------------------------------
@@ -227,6 +232,8 @@ class Service:
             self.metrics.changes[(kind, outcome)] += 1
             raise
         self.metrics.changes[(kind, "applied")] += 1
+        if entry.revision:
+            call.headers["Privilog-Revision"] = entry.revision
         return entry
 
     # ---- bigger work ----------------------------------------------------------------------------
@@ -252,15 +259,30 @@ class Service:
         self, items: Iterable[Any], decide: Callable[[Authorizer, Any], Any], deadline: Deadline
     ) -> list[Any]:
         """``decide(authorizer, item)`` for each item, in order, holding the deployment's lock for about
+        :data:`SLICE` seconds at a time (:meth:`in_slices_at`)."""
+        return self.in_slices_at(items, decide, deadline, None)[0]
+
+    def in_slices_at(
+        self,
+        items: Iterable[Any],
+        decide: Callable[[Authorizer, Any], Any],
+        deadline: Deadline,
+        covering: Callable[[Deployment], Revision] | None,
+    ) -> tuple[list[Any], Revision]:
+        """``decide(authorizer, item)`` for each item, in order, holding the deployment's lock for about
         :data:`SLICE` seconds at a time: between slices the event loop's checks and the store's replay
         take their turn, and the deadline is looked at. Each answer is of the state at its slice, which
-        holds every change acknowledged before the request began."""
+        holds every change acknowledged before the request began. The revision is the first slice's
+        (``covering(deployment)``, which may refuse it, when given): later slices are at it or newer."""
         out: list[Any] = []
         pending = iter(items)
         lock = self.deployment.lock
+        first: Revision | None = None
         while True:
             deadline.check()
             with lock:
+                if first is None:
+                    first = covering(self.deployment) if covering is not None else self.deployment.revision
                 authorizer = self.deployment.authorizer
                 end = time.perf_counter() + SLICE
                 for item in pending:
@@ -268,7 +290,7 @@ class Service:
                     if time.perf_counter() > end:
                         break
                 else:
-                    return out
+                    return out, first
 
     # ---- decisions ----------------------------------------------------------------------------
 

@@ -140,7 +140,7 @@ def parse_as_of(text: str) -> AsOf:
             if moment.tzinfo is None:
                 moment = moment.replace(tzinfo=UTC)
         return AsOf(time=moment.astimezone(UTC).isoformat(timespec="microseconds"))
-    except ValueError:
+    except (ValueError, OverflowError):  # not a time; or one whose zone takes it past year 1 or 9999
         raise StoreError(
             "--as-of takes a time (2026-10-01 or 2026-10-01T09:30:00Z), a log entry's number or a revision "
             f"token, not {_shown(text)}"

@@ -26,6 +26,7 @@ def test_check_why_and_batch(setup, server):
     assert root.post("/v1/check", json=READ).json()["decision"] == "deny"
     grant(root, ("user:alice", "READ", "dataset:ns1.ds"))
     answer = root.post("/v1/check", json=READ).json()
+    assert answer.pop("revision").startswith("plr1_")  # the revision it was decided at: docs/consistency.md
     assert answer == {"decision": "allow", "request": {**READ, "args": {}}, "policy": "cdap"}
     # explained: the proof of an allow; the unmet requirement and the fix of a deny
     proof = root.post("/v1/check", json={**READ, "explain": True}).json()
@@ -81,6 +82,7 @@ def test_list(setup, server):
     root.post("/v1/changes", json={"kind": "entity.add", "items": ["dataset:ns1.ds", "dataset:ns1.other"]})
     grant(root, ("user:alice", "READ", "dataset:ns1.ds"))
     shown = root.post("/v1/list", json={"principal": "user:alice", "type": "dataset", "in": "namespace:ns1"}).json()
+    assert shown.pop("revision").startswith("plr1_")
     assert shown == {"principal": "user:alice", "in": "namespace:ns1", "visible": [{"entity": "dataset:ns1.ds"}]}
     every = root.post("/v1/list", json={"principal": "user:alice", "because": True}).json()["visible"]
     assert {v["entity"] for v in every} == {"namespace:ns1", "dataset:ns1.ds"}

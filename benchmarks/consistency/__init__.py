@@ -1,0 +1,1 @@
+"""The consistency benchmark (issue 36): ``python -m benchmarks.consistency``."""
