@@ -41,6 +41,7 @@ nesting, are left to the generated phase (proofs.generated).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -425,10 +426,28 @@ class Space:
             if (grant := Grant(REQUESTER, action, entity)) not in point.grants
         ]
 
+    def least_count(self) -> int:
+        """How many worlds :meth:`points` yields at least (each choice of the fixed entities' grants, each
+        forest, each admin configuration), counted without making them: a case whose count is past the
+        limit is refused before anything is enumerated (the enumeration would be refused at the limit)."""
+
+        def states(slot: Slot) -> int:
+            return 1 + len(self.held_choices(slot.classes)) * math.prod(group_states(g) for g in slot.groups)
+
+        def group_states(group: tuple[Slot, ...]) -> int:
+            if self.symmetric and all(s.shape() == group[0].shape() for s in group):
+                return math.comb(states(group[0]) + len(group) - 1, len(group))  # multisets of a slot's states
+            return math.prod(states(s) for s in group)
+
+        fixed = math.prod(len(self.held_choices(classes)) for _, classes in self.fixed)
+        return fixed * math.prod(group_states(g) for g in self.groups) * len(self.admin_configs)
+
     def representatives(self, limit: int) -> list[Point]:
         """One world per canonical form, the smallest of each, smallest first."""
         best: dict[Hashable, Point] = {}
         self.enumerated = 0
+        if self.least_count() > limit:
+            raise BoundTooLarge(self.case.label, limit)
         for point in self.points():
             self.enumerated += 1
             if self.enumerated > limit:
