@@ -13,9 +13,11 @@ entity): the same id, inside it, or enclosing it. The scope of each kind of chan
 * ``grant``, ``revoke``, ``revoke.entity`` of (P, A, E): P and every principal that is a member of P,
   directly or through groups; E, or for a wildcard pattern the nearest entity enclosing it that has no
   wildcard (none at all for ``kerberosprincipal:*``: every entity);
-* ``member.add``, ``member.remove`` of (M, G), ``admin.add``, ``admin.remove`` of M: M and its members
-  (in the world before and after), every entity;
-* ``role.drop`` of R: R and its members (the world before), every entity;
+* ``member.add``, ``member.remove`` of (M, G): M and its members (in the world before and after); what
+  the grants of G and of every group G is in can affect (before and after);
+* ``admin.add``, ``admin.remove`` of M: M and its members, every entity;
+* ``role.drop`` of R: R and its members (the world before); what the grants of R and of its groups can
+  affect;
 * ``entity.add``, ``entity.delete`` of E: every principal, E (what a delete takes is inside E);
 * ``import``, ``checkpoint``, a ``policy.use`` of a version other than the one served, a reload:
   everything (a reset); ``role.create``, ``token.*``, a ``policy.use`` of the version served: nothing.
@@ -64,6 +66,7 @@ from .base import CHECKPOINT, IMPORT, Change
 
 FEED_SIZE = 10_000  # scopes a deployment keeps; a watcher further behind is told to reset
 MAX_PRINCIPALS = 1_000  # principals named in one scope; more (a group of thousands): every principal
+MAX_ENTITIES = 1_000  # entities named in one scope; more: every entity
 
 
 @dataclass(frozen=True)
@@ -157,8 +160,9 @@ def literal_ancestor(text: str, instance: str = DEFAULT_INSTANCE) -> str | None:
 
 
 class Scoper:
-    """The scopes of log entries, as a deployment replays them. It keeps an index of memberships
-    (group -> its direct members) in step, to find a principal's members without a pass over all."""
+    """The scopes of log entries, as a deployment replays them. It keeps indexes in step with the
+    replay (a group's direct members, a principal's direct groups, a principal's own grants), to find
+    a principal's members, a group's groups and what they hold without a pass over the world."""
 
     def __init__(self, world: World):
         self.reset(world)
@@ -166,40 +170,62 @@ class Scoper:
     def reset(self, world: World) -> None:
         self.instance = world.instance
         self._members: dict[str, set[str]] = {}
-        for member, group in world.members:
-            self._members.setdefault(group, set()).add(member)
+        self._groups: dict[str, set[str]] = {}
+        self._grants: dict[str, set[tuple[str, str]]] = {}
+        self._add(world.members)
+        for grant in world.grants:
+            self._grants.setdefault(grant.principal, set()).add((grant.action, str(grant.entity)))
 
     def members(self, principals: Iterable[str]) -> frozenset[str] | None:
         """The principals and every principal in them, through any depth of groups (None past
         :data:`MAX_PRINCIPALS`)."""
-        found = set(principals)
-        frontier = list(found)
-        while frontier:
-            for member in self._members.get(frontier.pop(), ()):
-                if member not in found:
-                    found.add(member)
-                    frontier.append(member)
-                    if len(found) > MAX_PRINCIPALS:
-                        return None
-        return frozenset(found)
+        return _closure(principals, self._members)
+
+    def held(self, groups: Iterable[str]) -> frozenset[str] | None:
+        """What a member of ``groups`` holds through them: the entities that the grants of the groups, and
+        of every group they are in, can affect (None when one can affect any, or past :data:`MAX_ENTITIES`)."""
+        closure = _closure(groups, self._groups)
+        if closure is None:
+            return None
+        entities: set[str] = set()
+        for group in closure:
+            for _, entity in self._grants.get(group, ()):
+                ancestor = literal_ancestor(entity, self.instance)
+                if ancestor is None:
+                    return None
+                entities.add(ancestor)
+                if len(entities) > MAX_ENTITIES:
+                    return None
+        return frozenset(entities)
 
     def around(self, entry: Change, world: World, apply: Callable[[], None]) -> Affected:
-        """Apply ``entry`` (``apply()``) to ``world`` and return its scope, from the world before and after."""
+        """Apply ``entry`` (``apply()``) to ``world`` and return its scope, from the world before and after.
+
+        A membership (M, G) changes what M and its members hold through G and the groups G is in, so
+        its entities are what those groups' grants can affect; a role dropped, what the role's grants
+        and its groups' can (its members lose them)."""
         kind, items = entry.kind, entry.items
         if kind == "role.drop":
             dropped = [m for m in world.members if m[0] in items or m[1] in items]
-            before = self.members(items)
+            scope = Affected(self.members(items), self.held(items))
             apply()
             self._drop(dropped)
-            return Affected(before, None)
+            for role in items:
+                self._grants.pop(role, None)
+            return scope
         if kind in ("member.add", "member.remove"):
-            before = self.members(m for m, _ in items)
+            groups = [g for _, g in items]
+            before = Affected(self.members(m for m, _ in items), self.held(groups))
             apply()
             self._add(items) if kind == "member.add" else self._drop(items)
-            after = self.members(m for m, _ in items)
-            return Affected(None if before is None or after is None else before | after, None)
+            return before.union(Affected(self.members(m for m, _ in items), self.held(groups)))
         apply()
         if kind in ("grant", "revoke", "revoke.entity"):
+            for principal, action, entity in items:
+                if kind == "grant":
+                    self._grants.setdefault(principal, set()).add((action, entity))
+                else:
+                    self._grants.get(principal, set()).discard((action, entity))
             ancestors = {literal_ancestor(e, self.instance) for _, _, e in items}
             entities = None if None in ancestors else frozenset(a for a in ancestors if a is not None)
             return Affected(self.members(p for p, _, _ in items), entities)
@@ -215,10 +241,26 @@ class Scoper:
     def _add(self, pairs: Iterable[Any]) -> None:
         for member, group in pairs:
             self._members.setdefault(group, set()).add(member)
+            self._groups.setdefault(member, set()).add(group)
 
     def _drop(self, pairs: Iterable[Any]) -> None:
         for member, group in pairs:
             self._members.get(group, set()).discard(member)
+            self._groups.get(member, set()).discard(group)
+
+
+def _closure(start: Iterable[str], edges: dict[str, set[str]]) -> frozenset[str] | None:
+    """``start`` and everything reached along ``edges`` (None past :data:`MAX_PRINCIPALS`)."""
+    found = set(start)
+    frontier = list(found)
+    while frontier:
+        for other in edges.get(frontier.pop(), ()):
+            if other not in found:
+                found.add(other)
+                frontier.append(other)
+                if len(found) > MAX_PRINCIPALS:
+                    return None
+    return frozenset(found)
 
 
 @dataclass(frozen=True)

@@ -140,12 +140,15 @@ def test_a_cache_following_the_feed_drops_what_a_revoke_takes(setup: Any, server
 
 def test_a_membership_an_entity_and_arguments(setup: Any, server: Any) -> None:
     root = server.client(setup.root)
+    _change(root, "grant", ("group:all", "READ", "dataset:ns1.sales_*"))
     start = root.get("/v1/watch").json()["revision"]
+    _change(root, "member.add", ("user:bob", "group:eng"))  # a group that holds nothing: no decision changes
     _change(root, "member.add", ("group:eng", "group:all"), ("user:ann", "group:eng"))
     _change(root, "entity.add", "dataset:ns1.orders")
     body = root.get("/v1/watch", params={"since": start, "timeout": 0}).json()
     member, entity = body["changes"]
-    assert member["affected"] == {"principals": ["group:eng", "user:ann"], "entities": None}
+    # the members of the member, and what the group (and the groups it is in) holds: a pattern's namespace
+    assert member["affected"] == {"principals": ["group:eng", "user:ann", "user:bob"], "entities": ["namespace:ns1"]}
     assert entity["affected"] == {"principals": None, "entities": ["dataset:ns1.orders"]}
     # a deploy's artifact: a revoke on the artifact drops the cached deploy that names it
     scope = Affected(frozenset({"user:ann"}), frozenset({"artifact:ns1.etl"}))
