@@ -15,7 +15,8 @@ entity): the same id, inside it, or enclosing it. The scope of each kind of chan
   wildcard (none at all for ``kerberosprincipal:*``: every entity);
 * ``member.add``, ``member.remove`` of (M, G): M and its members (in the world before and after); what
   the grants of G and of every group G is in can affect (before and after);
-* ``admin.add``, ``admin.remove`` of M: M and its members, every entity;
+* ``admin.add``, ``admin.remove`` of M: M and its members, every entity, when a rule of the policy reads
+  ``admin`` (no rule of rules/ does: then nothing);
 * ``role.drop`` of R: R and its members (the world before); what the grants of R and of its groups can
   affect;
 * ``entity.add``, ``entity.delete`` of E: every principal, E (what a delete takes is inside E);
@@ -31,8 +32,8 @@ inside what encloses it. Why the ``args`` too: a requirement may name an argumen
 ``schedule.resume``'s ``$program``, a sibling of the schedule, neither inside the other). Every
 requirement of the shipped policies is on the request's entity, an entity related to it, or an
 argument's entity; rules of a policy's own that read grants on unrelated entities (none ship) would
-need entities None: say so in that policy's notes. The ``admin`` relation (read by no shipped rule),
-``config`` and ``owners`` are not in a store, so no log entry changes them.
+need entities None: say so in that policy's notes. A world's ``config`` and ``owners`` are not in a
+store, so no log entry changes them.
 
 >>> scope = Affected(frozenset({"user:ann"}), frozenset({"dataset:ns1.orders"}))
 >>> scope.covers("user:ann", "dataset.read", "dataset:ns1.orders")
@@ -58,6 +59,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from privilog.dsl.ir import Atom, Policy
 from privilog.engine.ids import DEFAULT_INSTANCE, EntityId, IdError
 from privilog.engine.patterns import is_pattern, parse_pattern
 from privilog.engine.world import World
@@ -164,8 +166,16 @@ class Scoper:
     replay (a group's direct members, a principal's direct groups, a principal's own grants), to find
     a principal's members, a group's groups and what they hold without a pass over the world."""
 
-    def __init__(self, world: World):
+    def __init__(self, world: World, policy: Policy | None = None):
         self.reset(world)
+        self.serve(policy)
+
+    def serve(self, policy: Policy | None) -> None:
+        """Scope for ``policy``: whether a rule of it reads ``admin`` (none in rules/ does; then who is an
+        authorization admin changes no decision). None: assume one does."""
+        self.reads_admin = policy is None or any(
+            isinstance(literal, Atom) and literal.predicate == "admin" for rule in policy.rules for literal in rule.body
+        )
 
     def reset(self, world: World) -> None:
         self.instance = world.instance
@@ -230,7 +240,7 @@ class Scoper:
             entities = None if None in ancestors else frozenset(a for a in ancestors if a is not None)
             return Affected(self.members(p for p, _, _ in items), entities)
         if kind in ("admin.add", "admin.remove"):
-            return Affected(self.members(items), None)
+            return Affected(self.members(items), None) if self.reads_admin else NOTHING
         if kind in ("entity.add", "entity.delete"):
             return Affected(None, frozenset(items))
         if kind in (IMPORT, CHECKPOINT):

@@ -98,7 +98,7 @@ class Deployment:
         self.authorizer, self.seq = self._load(policy)
         self.policy_seq = self._recorded_seq()
         # the scope of each entry replayed, for caches that follow changes (store/affected.py, GET /v1/watch)
-        self.scoper = Scoper(self.authorizer.world)
+        self.scoper = Scoper(self.authorizer.world, policy)
         self.feed = Feed(self.seq)
         self._follower: threading.Thread | None = None
         self._stop_following = threading.Event()
@@ -219,6 +219,7 @@ class Deployment:
             if policy is not None:
                 self.policy, self.policy_version = policy, policy_version(policy)
                 self.policy_seq = self._recorded_seq()
+                self.scoper.serve(policy)
             if skipped:  # entries taken in whole, not replayed one by one: their scope is everything
                 self._reset("reload", "")
             else:

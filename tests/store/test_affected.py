@@ -30,6 +30,7 @@ from privilog.store import open_store
 from privilog.store.affected import EVERYTHING, Affected, Feed, Scoped, literal_ancestor, related
 from privilog.store.deployment import Deployment
 
+ROOT = Path(__file__).resolve().parents[2]
 PRINCIPALS = ["user:ann", "user:bob", "group:eng", "group:all", "role:ops"]
 ENTITIES = [
     "instance:cdap",
@@ -265,3 +266,19 @@ def test_an_import_and_a_new_policy_reset(tmp_path: Path) -> None:
     assert deployment.feed.after(start) is None
     assert deployment.feed.after(deployment.seq) == []
     store.close()
+
+
+def test_who_is_an_admin_matters_only_to_a_policy_whose_rules_read_it(tmp_path: Path) -> None:
+    text = (ROOT / "rules" / "cdap.policy").read_text(encoding="utf-8")
+    admins_pass = dsl.parse_policy(text + '\nbypass(R, "an admin") :- request(R, P, _, _), admin(P).\n')
+    for policy, scoped in ((_policy("cdap"), False), (admins_pass, True)):
+        store = open_store(str(tmp_path / f"{scoped}.db"), policy.actions)
+        store.change("local:ops", "admin.add", ["user:root"], trusted=True)
+        deployment = Deployment(store, policy)
+        before = deployment.authorizer.allows("user:ann", "dataset.read", "dataset:ns1.orders")
+        entry = deployment.change("user:root", "admin.add", ["user:ann"])
+        after = deployment.authorizer.allows("user:ann", "dataset.read", "dataset:ns1.orders")
+        assert (before, after) == (False, scoped)
+        scopes = deployment.feed.after(entry.seq - 1)
+        assert [s.affected for s in scopes or []] == ([Affected(frozenset({"user:ann"}), None)] if scoped else [])
+        store.close()
