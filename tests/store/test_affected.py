@@ -24,6 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from privilog.dsl.errors import PrivilogError
 from privilog.dsl.ir import Policy
+from privilog.engine.ids import EntityId
+from privilog.engine.world import Grant, World
 
 from privilog import dsl
 from privilog.store import open_store
@@ -262,6 +264,16 @@ def test_an_import_and_a_new_policy_reset(tmp_path: Path) -> None:
     other.change("user:root", "role.create", ["role:x"])  # nothing a decision reads
     deployment.catch_up()
     assert [s.seq for s in deployment.feed.after(start) or []] == [entry.seq]
+    # another server records another policy: decisions here do not change, but a cache shared with it resets
+    Deployment(store, _policy("cdap-5.1")).record_policy()
+    deployment.catch_up()
+    assert [(s.kind, s.affected) for s in deployment.feed.after(entry.seq) or []] == [("policy.use", EVERYTHING)]
+    # an import: the world read anew, everything
+    mark = deployment.seq
+    store.import_world(World(grants={Grant("user:bob", "READ", EntityId.parse("dataset:ns1.clicks"))}), "user:root")
+    deployment.catch_up()
+    assert [(s.kind, s.affected) for s in deployment.feed.after(mark) or []] == [("import", EVERYTHING)]
+    assert deployment.authorizer.allows("user:bob", "dataset.read", "dataset:ns1.clicks")
     deployment.reload(_policy("cdap-5.1"))  # another policy: every answer may differ
     assert deployment.feed.after(start) is None
     assert deployment.feed.after(deployment.seq) == []
