@@ -178,3 +178,22 @@ def test_what_watch_refuses_and_when_it_resets(setup: Any, server: Any) -> None:
         assert answer == {"revision": now, "changes": [], "reset": True}
     paths = bob.get("/openapi.json").json()["paths"]
     assert "409" in paths["/v1/watch"]["get"]["responses"]
+
+
+def test_a_new_policy_ends_a_pending_poll_with_a_reset(setup: Any, tmp_path: Path) -> None:
+    policy = tmp_path / "mine.policy"
+    text = (ROOT / "rules" / "cdap.policy").read_text(encoding="utf-8")
+    policy.write_text(text, encoding="utf-8")
+    server = setup.serve("--policy", str(policy))
+    root = server.client(setup.root)
+    since = root.get("/v1/watch").json()["revision"]
+    poll, polled = _in_thread(
+        lambda: server.client(setup.bob, fresh=True).get("/v1/watch", params={"since": since}, timeout=POLL + 30)
+    )
+    policy.write_text(text.replace("  read requires READ\n  write", "  read requires WRITE\n  write", 1), encoding="utf-8")
+    assert root.post("/v1/admin/reload").status_code == 200
+    poll.join(POLL + 30)
+    assert not poll.is_alive()
+    answer = polled[0].json()
+    assert answer["reset"] is True and answer["changes"] == []
+    assert parse_revision(answer["revision"]).policy_version != parse_revision(since).policy_version
