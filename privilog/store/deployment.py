@@ -42,7 +42,7 @@ from privilog.engine.patterns import parse_pattern
 from privilog.engine.world import Grant, World, WorldError
 
 from .affected import EVERYTHING, Affected, Feed, Scoped, Scoper, policy_use_scope
-from .base import CHECKPOINT, IMPORT, POLICY_USE, Change, Store, StoreError, StoreUnavailable
+from .base import CHECKPOINT, IMPORT, POLICY_USE, Change, Store, StoreError, StoreUnavailable, now
 from .revision import Revision, policy_version
 
 
@@ -221,7 +221,7 @@ class Deployment:
                 self.policy_seq = self._recorded_seq()
                 self.scoper.serve(policy)
             if skipped:  # entries taken in whole, not replayed one by one: their scope is everything
-                self._reset("reload", "")
+                self._reset("reload", now())
             else:
                 self.scoper.reset(authorizer.world)
         self.catch_up()
