@@ -15,7 +15,8 @@ deployment's replay sets (from its thread, through ``call_soon_threadsafe``).
 
 What it shows: any valid token may ask (as any token may ask ``/v1/check`` about any principal);
 it shows each change's kind, time and revision, the principals whose decisions may have changed
-and the entities they concern, never the actions granted nor the grants held.
+and the entities they concern (what checks before and after would show), never the action, the
+actor, nor the grants held.
 """
 
 from __future__ import annotations
