@@ -27,6 +27,7 @@ from privilog.store.revision import Revision
 from .bodies import HttpError, fields, one_line, shown
 from .consistency import READ_FIELDS, READ_PROPERTIES, REVISION_HEADER, Asked, settle
 from .service import INLINE, Call, Route
+from .watch import watch
 
 CHECK_FIELDS = {"principal": str, "operation": str, "entity": str}
 CHECK_OPTIONAL = {"args": dict, "explain": bool, **READ_FIELDS}
@@ -405,4 +406,13 @@ ROUTES = [
         responses={503: "the store does not answer"},
     ),
     Route("GET", "/metrics", "metrics", "Prometheus metrics", metrics),
+    Route(
+        "GET",
+        "/v1/watch",
+        "watch",
+        "What changed since a revision (`?since=REVISION&timeout=SECONDS`, a long poll), and whose decisions it "
+        "may affect: for caches of decisions (docs/caches.md)",
+        watch,
+        responses={409: "the revision is not of this store's log, or of a later policy than served"},
+    ),
 ]

@@ -41,7 +41,8 @@ from privilog.engine.ids import EntityId
 from privilog.engine.patterns import parse_pattern
 from privilog.engine.world import Grant, World, WorldError
 
-from .base import CHECKPOINT, IMPORT, POLICY_USE, Change, Store, StoreError, StoreUnavailable
+from .affected import EVERYTHING, Affected, Feed, Scoped, Scoper, policy_use_scope
+from .base import CHECKPOINT, IMPORT, POLICY_USE, Change, Store, StoreError, StoreUnavailable, now
 from .revision import Revision, policy_version
 
 
@@ -96,6 +97,9 @@ class Deployment:
         self.policy_version = policy_version(policy)
         self.authorizer, self.seq = self._load(policy)
         self.policy_seq = self._recorded_seq()
+        # the scope of each entry replayed, for caches that follow changes (store/affected.py, GET /v1/watch)
+        self.scoper = Scoper(self.authorizer.world, policy)
+        self.feed = Feed(self.seq)
         self._follower: threading.Thread | None = None
         self._stop_following = threading.Event()
 
@@ -195,6 +199,7 @@ class Deployment:
                     count += 1
                     if entry.kind in (IMPORT, CHECKPOINT) and entry.applied:  # a whole world: read the store anew
                         self.authorizer, self.seq = self._load(self.policy)
+                        self._reset(entry.kind, entry.at)
                         break
                     self._replay(entry)
                     self.seq = entry.seq
@@ -207,10 +212,18 @@ class Deployment:
         until the new one is ready."""
         authorizer, seq = self._load(policy or self.policy)
         with self.lock:
+            skipped = seq != self.seq
             self.authorizer, self.seq = authorizer, seq
+            if policy is not None and policy_version(policy) != self.policy_version:
+                self.feed.restart(self.seq)  # every answer may differ: a watcher from before resets
             if policy is not None:
                 self.policy, self.policy_version = policy, policy_version(policy)
                 self.policy_seq = self._recorded_seq()
+                self.scoper.serve(policy)
+            if skipped:  # entries taken in whole, not replayed one by one: their scope is everything
+                self._reset("reload", now())
+            else:
+                self.scoper.reset(authorizer.world)
         self.catch_up()
 
     # ---- following ---------------------------------------------------------------------------
@@ -275,15 +288,30 @@ class Deployment:
         finally:
             world.replaying = False
 
+    def _reset(self, kind: str, at: str) -> None:
+        """The world was read anew at :attr:`seq` (an import, a checkpoint, a reload): a reset's scope."""
+        self.scoper.reset(self.authorizer.world)
+        self._scoped(self.seq, kind, at, EVERYTHING)
+
+    def _scoped(self, seq: int, kind: str, at: str, affected: Affected) -> None:
+        if not affected.nothing:
+            revision = Revision(seq, self.policy_seq, self.policy_version).token
+            self.feed.record(Scoped(seq, revision, at, kind, affected))
+
     def _replay(self, entry: Change) -> None:
         if not entry.applied or not entry.items:
             return
-        a, kind, items, actor = self.authorizer, entry.kind, entry.items, entry.actor
-        if kind == POLICY_USE:  # another server recorded a policy: ours stays in force here, if it is the one
-            self.policy_seq = entry.seq if items[0][1] == self.policy_version else self.policy_seq
+        if entry.kind == POLICY_USE:  # another server recorded a policy: ours stays in force here, if it is the one
+            self.policy_seq = entry.seq if entry.items[0][1] == self.policy_version else self.policy_seq
+            self._scoped(entry.seq, entry.kind, entry.at, policy_use_scope(entry, self.policy_version))
             return
         if self.track_grants:
             self._track(entry)
+        affected = self.scoper.around(entry, self.authorizer.world, lambda: self._apply(entry))
+        self._scoped(entry.seq, entry.kind, entry.at, affected)
+
+    def _apply(self, entry: Change) -> None:
+        a, kind, items, actor = self.authorizer, entry.kind, entry.items, entry.actor
         with self._replaying():
             if kind in ("grant", "revoke", "revoke.entity"):  # revoke.entity's items: the grants it took
                 grants = [Grant(p, action, parse_pattern(e)) for p, action, e in items]
