@@ -81,7 +81,7 @@ SURFACE: dict[str, tuple[str, ...]] = {
     "coverage": ("deriving_rules",),
     "compare": ("Comparison", "OperationDiff", "Witness"),
     # what a change to a world would do: the accesses it takes away and gives
-    "whatif": ("Access", "Impact", "impact", "impact_whole", "reach", "redecide"),
+    "whatif": ("Access", "Impact", "Locality", "impact", "impact_whole", "locality", "reach", "redecide"),
     # a principal's report and an entity's: the grants that reach, through which memberships, and what they allow
     "report": ("EntityReport", "Held", "PrincipalReport", "Reaching", "entity_report", "principal_report"),
     "leastprivilege": ("EXACT_LIMIT", "EXAMPLES", "Evidence", "Held", "Report", "analyse", "report", "verify"),

@@ -152,9 +152,10 @@ def _is_prelude(rule: Rule) -> bool:
     return rule.span.file.endswith(PRELUDE)
 
 
-def _kinds_in(rule: Rule, head_kinds: Sequence[frozenset[str]]) -> dict[str, set[str]]:
+def _kinds_in(rule: Rule, head_kinds: Sequence[frozenset[str]], args: bool = False) -> dict[str, set[str]]:
     """Each variable's kinds in ``rule``'s body: the request, its principal, its entity, an entity above
-    or below it, a pattern matching one of those, an owner of one, from the head and the body's atoms."""
+    or below it, a pattern matching one of those, an owner of one, from the head and the body's atoms.
+    With ``args``, an entity a request argument names counts as the request's entity (its kind E)."""
     kinds: dict[str, set[str]] = {}
     for term, given in zip(rule.head.terms, head_kinds, strict=False):
         if isinstance(term, Var):
@@ -177,6 +178,8 @@ def _kinds_in(rule: Rule, head_kinds: Sequence[frozenset[str]]) -> dict[str, set
             t = atom.terms
             if atom.predicate == "request" and len(t) == 4 and R in of(t[0]) and not atom.negated:
                 changed |= add(t[1], P) | add(t[3], E)
+            elif args and atom.predicate == "request_arg" and len(t) == 3 and R in of(t[0]) and not atom.negated:
+                changed |= add(t[2], E)
             elif atom.predicate in BELOW_ABOVE and len(t) == 2:
                 below, above = (t[i] for i in BELOW_ABOVE[atom.predicate])
                 if of(above) & {E, DOWN}:
@@ -209,7 +212,7 @@ def _own_grant(term: Any, rule: Rule, kinds: Mapping[str, set[str]]) -> bool:
 
 
 @cache
-def locality(policy: Policy) -> Locality:
+def locality(policy: Policy, args: bool = False) -> Locality:
     """How far a change to a world can reach under ``policy`` (see :class:`Locality`).
 
     The prelude's rules decide a request of P on E from P's own grants and groups' grants (`holds`),
@@ -219,6 +222,10 @@ def locality(policy: Policy) -> Locality:
     tied to the request's by the hierarchy (up from it, or down from it, never both: that is a
     sibling); settings (`config`) anywhere (a change of them is decided whole). A rule with a
     request argument in its body never holds for the requests :func:`impact` asks (none has any).
+
+    ``args``: for requests with arguments (a cache's, ``privilog.store.affected``): rules reading a
+    request argument are checked too, an argument's entity counting as the request's (its line in the
+    hierarchy is as near as the entity's).
     """
     program = compile_policy(policy)
     own = [r for r in program.rules if not _is_prelude(r)]
@@ -242,12 +249,13 @@ def locality(policy: Policy) -> Locality:
             head = rule.head.predicate
             if head in prelude_heads and head not in OWN_HEADS_OK:
                 return unbounded(rule, f"adds to the prelude's `{head}`, which reaches beyond a request")
-            if any(isinstance(b, Atom) and b.predicate == "request_arg" and not b.negated for b in rule.body):
+            reads_arg = any(isinstance(b, Atom) and b.predicate == "request_arg" and not b.negated for b in rule.body)
+            if reads_arg and not args:
                 continue  # needs a request argument: never holds for the requests impact asks
             called = columns.get(head)
             if called is None:
                 continue  # not read by any rule checked so far
-            kinds = _kinds_in(rule, [c or frozenset() for c in called])
+            kinds = _kinds_in(rule, [c or frozenset() for c in called], args)
             for atom in (b for b in rule.body if isinstance(b, Atom)):
                 name, t = atom.predicate, atom.terms
                 if name in own_relations:

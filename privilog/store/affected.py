@@ -31,9 +31,12 @@ inside what encloses it. Why the ``args`` too: a requirement may name an argumen
 (``application.deploy``'s ``$artifact``, ``$datasets``; ``dataset.create``'s ``$dataset_type``;
 ``schedule.resume``'s ``$program``, a sibling of the schedule, neither inside the other). Every
 requirement of the shipped policies is on the request's entity, an entity related to it, or an
-argument's entity; rules of a policy's own that read grants on unrelated entities (none ship) would
-need entities None: say so in that policy's notes. A world's ``config`` and ``owners`` are not in a
-store, so no log entry changes them.
+argument's entity. A policy's own rules are read by the what-if analysis
+(:func:`engine.whatif.locality`, request arguments included): rules that read a principal's grants
+on entities not tied to the request's make a grant's or a membership's scope every entity (of the
+principals it names); rules it cannot place at all (another principal's grants, say) make every
+scope everything. So a cache drops more under such a policy, never less. A world's ``config`` and
+``owners`` are not in a store, so no log entry changes them.
 
 >>> scope = Affected(frozenset({"user:ann"}), frozenset({"dataset:ns1.orders"}))
 >>> scope.covers("user:ann", "dataset.read", "dataset:ns1.orders")
@@ -62,6 +65,7 @@ from typing import Any
 from privilog.dsl.ir import Atom, Policy
 from privilog.engine.ids import DEFAULT_INSTANCE, EntityId, IdError
 from privilog.engine.patterns import is_pattern, parse_pattern
+from privilog.engine.whatif import locality
 from privilog.engine.world import World
 
 from .base import CHECKPOINT, IMPORT, Change
@@ -172,10 +176,17 @@ class Scoper:
 
     def serve(self, policy: Policy | None) -> None:
         """Scope for ``policy``: whether a rule of it reads ``admin`` (none in rules/ does; then who is an
-        authorization admin changes no decision). None: assume one does."""
+        authorization admin changes no decision), and how far its rules reach (:func:`engine.whatif.locality`
+        with request arguments): a policy whose own rules read what the analysis cannot place makes every
+        change's scope everything; one whose rules read a principal's grants on entities not tied to the
+        request's makes a grant's or a membership's scope every entity (of the principals it names).
+        None: assume the worst."""
         self.reads_admin = policy is None or any(
             isinstance(literal, Atom) and literal.predicate == "admin" for rule in policy.rules for literal in rule.body
         )
+        reach = locality(policy, args=True) if policy is not None else None
+        self.bounded = reach is not None and reach.bounded
+        self.anywhere = reach is None or reach.held_anywhere
 
     def reset(self, world: World) -> None:
         self.instance = world.instance
@@ -214,6 +225,14 @@ class Scoper:
         A membership (M, G) changes what M and its members hold through G and the groups G is in, so
         its entities are what those groups' grants can affect; a role dropped, what the role's grants
         and its groups' can (its members lose them)."""
+        scope = self._around(entry, world, apply)
+        if not self.bounded and not scope.nothing:
+            return EVERYTHING
+        if self.anywhere and scope.entities is not None and entry.kind not in ("entity.add", "entity.delete"):
+            return Affected(scope.principals, None)
+        return scope
+
+    def _around(self, entry: Change, world: World, apply: Callable[[], None]) -> Affected:
         kind, items = entry.kind, entry.items
         if kind == "role.drop":
             dropped = [m for m in world.members if m[0] in items or m[1] in items]

@@ -294,3 +294,34 @@ def test_who_is_an_admin_matters_only_to_a_policy_whose_rules_read_it(tmp_path: 
         scopes = deployment.feed.after(entry.seq - 1)
         assert [s.affected for s in scopes or []] == ([Affected(frozenset({"user:ann"}), None)] if scoped else [])
         store.close()
+
+
+def test_a_policy_whose_rules_read_grants_anywhere_scopes_every_entity(tmp_path: Path) -> None:
+    """A rule of the policy's own that reads a principal's grant on an entity unrelated to the request's
+    (an auditor who holds READ on namespace:audit may read any dataset): a grant there changes decisions
+    everywhere, so its scope is every entity (of that principal); a rule the analysis cannot place at all
+    makes every scope everything. Fail closed: a cache drops more, never less."""
+    text = (ROOT / "rules" / "cdap.policy").read_text(encoding="utf-8")
+    auditors = dsl.parse_policy(
+        text + '\nbypass(R, "an auditor") :- request(R, P, _, _), grant(P, "READ", "namespace:audit").\n'
+    )
+    anyone = dsl.parse_policy(
+        text + '\nbypass(R, "a busy namespace") :- request(R, _, _, _), grant(_, "ADMIN", "namespace:busy").\n'
+    )
+    grant = ["user:ann", "READ", "namespace:audit"]
+    cases = ((_policy("cdap"), False, frozenset({"namespace:audit"})), (auditors, True, None), (anyone, True, None))
+    for number, (policy, widened, entities) in enumerate(cases):
+        store = open_store(str(tmp_path / f"{number}.db"), policy.actions)
+        store.change("local:ops", "admin.add", ["user:root"], trusted=True)
+        deployment = Deployment(store, policy)
+        before = deployment.authorizer.allows("user:ann", "dataset.read", "dataset:ns1.orders")
+        entry = deployment.change("user:root", "grant", [grant] if number < 2 else [["user:bob", "ADMIN", "namespace:busy"]])
+        after = deployment.authorizer.allows("user:ann", "dataset.read", "dataset:ns1.orders")
+        assert (before, after) == (False, widened)
+        (scoped,) = deployment.feed.after(entry.seq - 1) or []
+        assert scoped.affected.covers("user:ann", "dataset.read", "dataset:ns1.orders") == widened
+        if number < 2:
+            assert scoped.affected == Affected(frozenset({"user:ann"}), entities)
+        else:
+            assert scoped.affected.everything
+        store.close()
