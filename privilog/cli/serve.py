@@ -35,6 +35,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         decision_log=args.decision_log,
         decision_log_sample=args.decision_log_sample,
+        decision_log_reasons=args.decision_log_reasons == "on",
         limits=limits,
     )
     return serve(options)
@@ -112,6 +113,12 @@ def register(sub: Any) -> None:
         default=1.0,
         metavar="FRACTION",
         help="log only this fraction of decisions, at random (default 1)",
+    )
+    p.add_argument(
+        "--decision-log-reasons",
+        choices=("on", "off"),
+        default="on",
+        help="log why each decision was made: the grants (by log entry) or what is unmet (default on)",
     )
     from privilog.serve.limits import OPTIONS, default
 

@@ -260,9 +260,11 @@ async def enforce(call: Call) -> dict[str, Any]:
                 f"policy {deployment.policy.name} has no relation `holds`, which enforce reads", 501
             ) from None
         seconds = time.perf_counter() - started
+        log = call.service.decision_log
+        why = None if log is None else call.service.reason_fields(None, {"missing": missing} if log.reasons else None)
     asked = {"principal": principal, "entity": str(entity), "actions": actions}
     call.service.metrics.decided("enforce", not missing, seconds)
-    call.service.log_decisions(call, "enforce", [(asked, not missing, seconds * 1e6)])
+    call.service.log_decisions(call, "enforce", [(asked, not missing, seconds * 1e6, why)])
     if missing:
         names = ", ".join(missing)
         raise HttpError(f"{principal} lacks {names} on {entity}", 403, missing=missing)
@@ -281,9 +283,13 @@ async def is_visible(call: Call) -> dict[str, Any]:
     entities = [entity_from_json(item, f"body.entities[{i}]") for i, item in enumerate(given)]
     deployment = call.service.deployment
 
-    def seen(authorizer: Authorizer, entity: EntityId) -> tuple[str | None, bool]:
+    def seen(authorizer: Authorizer, entity: EntityId) -> tuple[str | None, bool, dict[str, Any] | None]:
         op = listing.get(entity.type)
-        return op, op is not None and authorizer.allows(principal, op, str(entity))
+        if op is None:  # no listing operation: not visible, for want of one
+            log = call.service.decision_log
+            nothing = {"unmet": [], "denied_by": []} if log is not None and log.reasons else None
+            return op, False, None if log is None else call.service.reason_fields(None, nothing)
+        return op, *call.service.decide(authorizer, principal, op, str(entity))
 
     with deployment.lock:
         policy = deployment.authorizer.policy
@@ -296,13 +302,13 @@ async def is_visible(call: Call) -> dict[str, Any]:
             authorizer = deployment.authorizer
             answers = [seen(authorizer, entity) for entity in entities]
     seconds = time.perf_counter() - started
-    shown_ = [item for item, (_, visible) in zip(given, answers, strict=True) if visible]
+    shown_ = [item for item, (_, visible, _) in zip(given, answers, strict=True) if visible]
     each = seconds / max(1, len(entities))
     call.service.metrics.decided("isVisible", True, each, len(shown_))
     call.service.metrics.decided("isVisible", False, each, len(entities) - len(shown_))
     logged = [
-        ({"principal": principal, "operation": op, "entity": str(entity)}, visible, each * 1e6)
-        for entity, (op, visible) in zip(entities, answers, strict=True)
+        ({"principal": principal, "operation": op, "entity": str(entity)}, visible, each * 1e6, why)
+        for entity, (op, visible, why) in zip(entities, answers, strict=True)
     ]
     call.service.log_decisions(call, "isVisible", logged)
     return {"visible": shown_}

@@ -60,11 +60,12 @@ def _decide(call: Call, body: dict[str, Any], explain: bool, endpoint: str, text
         if explain:
             decision = authorizer.check(authorizer.request(p, op, e, args))
             allowed = decision.allowed
+            why = call.service.decide(authorizer, p, op, e, args)[1] if call.service.decision_log else None
         else:
-            allowed = authorizer.allows(p, op, e, args)
+            allowed, why = call.service.decide(authorizer, p, op, e, args)
         seconds = time.perf_counter() - started
     call.service.metrics.decided(op, allowed, seconds)
-    call.service.log_decisions(call, endpoint, [(_asked(p, op, e, args), allowed, seconds * 1e6)])
+    call.service.log_decisions(call, endpoint, [(_asked(p, op, e, args), allowed, seconds * 1e6, why)])
     if not explain:
         return {
             "decision": "allow" if allowed else "deny",
@@ -99,8 +100,10 @@ async def check_batch(call: Call) -> dict[str, Any]:
         index, (p, op, e, args) = index_item
         try:
             if explain:
-                return authorizer.check(authorizer.request(p, op, e, args))
-            return authorizer.allows(p, op, e, args)
+                decision = authorizer.check(authorizer.request(p, op, e, args))
+                logged = call.service.decide(authorizer, p, op, e, args)[1] if call.service.decision_log else None
+                return decision, logged
+            return call.service.decide(authorizer, p, op, e, args)
         except RequestError as error:
             raise HttpError(f"body.checks[{index}]: {error}") from None
 
@@ -115,7 +118,7 @@ async def check_batch(call: Call) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     counts: Counter[tuple[str, bool]] = Counter()
     out: list[Any] = []
-    for (_, op, _, _), answer in zip(asked, answers, strict=True):
+    for (_, op, _, _), (answer, _) in zip(asked, answers, strict=True):
         allowed = answer.allowed if explain else answer
         counts[(op, allowed)] += 1
         out.append(answer.to_json() if explain else ("allow" if allowed else "deny"))
@@ -124,8 +127,8 @@ async def check_batch(call: Call) -> dict[str, Any]:
         call.service.metrics.decided(op, allowed, each, n)
     if call.service.decision_log is not None:
         logged = [
-            (_asked(p, op, e, args), answer.allowed if explain else answer, each * 1e6)
-            for (p, op, e, args), answer in zip(asked, answers, strict=True)
+            (_asked(p, op, e, args), answer.allowed if explain else answer, each * 1e6, why)
+            for (p, op, e, args), (answer, why) in zip(asked, answers, strict=True)
         ]
         call.service.log_decisions(call, "check/batch", logged)
     return {"decisions": out, "policy": call.service.deployment.policy.name}

@@ -28,14 +28,16 @@ from starlette.requests import Request
 
 from privilog import dsl
 from privilog.dsl.errors import PrivilogError
+from privilog.dsl.ir import Policy
 from privilog.engine.authorizer import Authorizer
+from privilog.engine.authorizer.tabling import Tabled
 from privilog.engine.world import NotAnAdmin
 from privilog.store.base import Change, StoreFull, StoreUnavailable, split_token
 from privilog.store.deployment import Deployment
 from privilog.store.revision import policy_version
 
 from .bodies import HttpError, one_line
-from .decisionlog import DecisionLog
+from .decisionlog import Decided, DecisionLog, reason_of, requirement_texts
 from .limits import Limits
 from .metrics import Metrics
 
@@ -149,6 +151,10 @@ class Service:
         self._reloading: asyncio.Lock | None = None
         self._heavy: asyncio.Semaphore | None = None
         self.refusals = RefusalBudget(self.limits.max_refusals_per_minute)
+        self._revision_key: tuple[int, int, str] | None = None
+        self._revision_token = ""
+        self._texts: dict[str, str] = {}
+        self._texts_of: Policy | None = None
 
     # ---- who asks ---------------------------------------------------------------------------
 
@@ -272,7 +278,44 @@ class Service:
 
     # ---- decisions ----------------------------------------------------------------------------
 
-    def log_decisions(self, call: Call, endpoint: str, decisions: list[tuple[dict[str, Any], bool, float]]) -> None:
+    def decide(
+        self, authorizer: Authorizer, p: str, op: str, e: str, args: Mapping[str, object] | None = None
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """Whether ``p`` may do ``op`` on ``e``, and what the decision log says of it (None without a log):
+        the revision decided at and, with reasons on, why (the request's row of the decisions table: one
+        evaluation gives the decision and its reason). Call it holding the deployment's lock, with the
+        deployment's authorizer, so that the revision and the grants' log entries are those decided at."""
+        log = self.decision_log
+        if log is None:
+            return authorizer.allows(p, op, e, args), None
+        if not log.reasons:
+            return authorizer.allows(p, op, e, args), self.revision_fields()
+        row = authorizer.tabled(p, op, e, args)
+        return row.allowed, self.reason_fields(row)
+
+    def revision_fields(self) -> dict[str, Any]:
+        """The deployment's revision as a decision log's line says it (read under the deployment's lock)."""
+        deployment = self.deployment
+        key = (deployment.seq, deployment.policy_seq, deployment.policy_version)
+        if key != self._revision_key:
+            revision = deployment.revision
+            self._revision_key, self._revision_token = key, revision.token
+        return {"revision": self._revision_token, "seq": key[0]}
+
+    def reason_fields(self, row: Tabled | None, reason: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The revision and the reason of a row (or ``reason`` given; neither: the revision alone), read under
+        the deployment's lock."""
+        fields_ = self.revision_fields()
+        if row is not None:
+            policy = self.deployment.policy
+            if policy is not self._texts_of:
+                self._texts, self._texts_of = requirement_texts(policy), policy
+            reason = reason_of(row, self.deployment.granted, self._texts)
+        if reason is not None:
+            fields_["reason"] = reason
+        return fields_
+
+    def log_decisions(self, call: Call, endpoint: str, decisions: list[Decided]) -> None:
         if self.decision_log is not None and decisions:
             self.decision_log.record(
                 call.request_id, call.principal, endpoint, decisions, (self.deployment.policy.name, self.version)
