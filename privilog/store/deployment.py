@@ -83,24 +83,28 @@ class Deployment:
     ``seq`` is the last log entry replayed; ``policy_seq`` the entry that recorded the policy served
     (:meth:`record_policy`; 0 when none is recorded for it); :attr:`revision` the two together, what
     every answer is decided at. ``granted`` (with ``track_grants``): the entry that made each grant
-    held, kept in step by the replay (what a decision log's reasons name).
+    held, kept in step by the replay (what a decision log's reasons name). ``at``: the store as it stood
+    at that log entry, to be rolled forward with ``catch_up(until=...)`` (``privilog verify-log``).
     """
 
-    def __init__(self, store: Store, policy: Policy, backend: str = "compiled", track_grants: bool = False):
+    def __init__(
+        self, store: Store, policy: Policy, backend: str = "compiled", track_grants: bool = False, at: int | None = None
+    ):
         self.store = store
+        self.pinned = at is not None  # made at a past entry, rolled forward by catch_up(until=...) (verify-log)
         self.backend = backend
         self.track_grants = track_grants
         self.lock = threading.RLock()  # held while the authorizer changes; take it to read across threads
         self.granted: dict[tuple[str, str, str], int] = {}
         self.policy = policy
         self.policy_version = policy_version(policy)
-        self.authorizer, self.seq = self._load(policy)
+        self.authorizer, self.seq = self._load(policy, at)
         self.policy_seq = self._recorded_seq()
         self._follower: threading.Thread | None = None
         self._stop_following = threading.Event()
 
-    def _load(self, policy: Policy) -> tuple[Authorizer, int]:
-        history = self.store.history(None, granted=self.track_grants)
+    def _load(self, policy: Policy, seq: int | None = None) -> tuple[Authorizer, int]:
+        history = self.store.history(seq, granted=self.track_grants)
         self.granted = history.granted
         return Authorizer(policy, FollowingWorld.of(history.world, self.store.url), self.backend), history.seq
 
@@ -194,7 +198,8 @@ class Deployment:
                 for entry in entries:
                     count += 1
                     if entry.kind in (IMPORT, CHECKPOINT) and entry.applied:  # a whole world: read the store anew
-                        self.authorizer, self.seq = self._load(self.policy)
+                        # a pinned deployment stops at `until`: the world as of there, not the log's head
+                        self.authorizer, self.seq = self._load(self.policy, until if self.pinned else None)
                         break
                     self._replay(entry)
                     self.seq = entry.seq
