@@ -170,15 +170,15 @@ def test_a_line_removed_repeated_or_not_json_is_found(written, tmp_path, capsys)
     code, out = verify(store, removed, capsys=capsys)
     assert code == 1 and f"{removed}:6: n=7 follows n=5 of stream" in out and "lines removed before it" in out
 
-    repeated = copy_with(log, tmp_path, lambda lines: lines[:8] + [lines[7]] + lines[8:])
+    repeated = copy_with(log, tmp_path, lambda lines: [*lines[:8], lines[7], *lines[8:]])
     code, out = verify(store, repeated, capsys=capsys)
     assert code == 1 and f"{repeated}:9: n=8 after n=8 of stream" in out and "repeated or moved" in out
 
-    swapped = copy_with(log, tmp_path, lambda lines: lines[:3] + [lines[4], lines[3]] + lines[5:])
+    swapped = copy_with(log, tmp_path, lambda lines: [*lines[:3], lines[4], lines[3], *lines[5:]])
     code, out = verify(store, swapped, capsys=capsys)
     assert code == 1 and f"{swapped}:4: n=5 follows n=3" in out and f"{swapped}:5: n=4 after n=5" in out
 
-    broken = copy_with(log, tmp_path, lambda lines: lines[:2] + ['{"result": "allow"'] + lines[2:])
+    broken = copy_with(log, tmp_path, lambda lines: [*lines[:2], '{"result": "allow"', *lines[2:]])
     code, out = verify(store, broken, capsys=capsys)
     assert code == 1 and f"{broken}:3: not a JSON line" in out
 
