@@ -35,6 +35,7 @@ class Entry:
 
     line: int
     data: dict[str, Any]
+    text: str
 
 
 @dataclass
@@ -92,19 +93,20 @@ def read_entries(path: str, findings: Findings) -> list[Entry]:
         if missing:
             findings.add(number, f"not a decision log line with a chain (no {', '.join(missing)})")
             continue
-        entries.append(Entry(number, data))
+        entries.append(Entry(number, data, text))
     findings.entries = len(entries)
     return entries
 
 
 def check_chain(entries: list[Entry], key: bytes, findings: Findings) -> int:
-    """Each stream's counters and MACs, in file order; the number of streams."""
-    from privilog.serve.decisionlog import mac_of
+    """Each stream's counters and MACs (over each line's text up to its ``mac``), in file order; the
+    number of streams."""
+    from privilog.serve.decisionlog import mac_of, split_mac
 
     last: dict[str, tuple[int, str]] = {}  # stream -> (n, mac) of its last line
     for entry in entries:
-        data = dict(entry.data)
-        stream, n, mac = data["stream"], data["n"], data.pop("mac")
+        stream, n = entry.data["stream"], entry.data["n"]
+        body, mac = split_mac(entry.text)
         before = last.get(str(stream))
         expected = 1 if before is None else before[0] + 1
         if not isinstance(n, int) or n != expected:
@@ -114,9 +116,9 @@ def check_chain(entries: list[Entry], key: bytes, findings: Findings) -> int:
                 findings.add(entry.line, f"n={n} follows n={before[0]} of stream {stream}: lines removed before it")
             else:
                 findings.add(entry.line, f"n={n} after n={before[0]} of stream {stream}: a line repeated or moved")
-        elif mac != mac_of(key, before[1] if before else "", data):
+        elif mac is None or mac != entry.data["mac"] or mac != mac_of(key, before[1] if before else "", body):
             findings.add(entry.line, "mac does not match: the line was edited (or signed with another store's key)")
-        last[str(stream)] = (n if isinstance(n, int) else expected, str(mac))
+        last[str(stream)] = (n if isinstance(n, int) else expected, str(entry.data["mac"]))
     return len(last)
 
 

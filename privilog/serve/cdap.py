@@ -32,6 +32,7 @@ from privilog.engine.ids import PRINCIPAL_KINDS, EntityId, IdError, parse_princi
 from privilog.engine.world import check_action
 
 from .bodies import HttpError, check_type, fields, shown
+from .decisionlog import Why
 from .service import INLINE, Call, Route
 
 # entity type -> the fields of CDAP's JSON id, in the order of the dotted name
@@ -261,7 +262,7 @@ async def enforce(call: Call) -> dict[str, Any]:
             ) from None
         seconds = time.perf_counter() - started
         log = call.service.decision_log
-        why = None if log is None else call.service.reason_fields(None, {"missing": missing} if log.reasons else None)
+        why = None if log is None else call.service.why(None, {"missing": missing} if log.reasons else None)
     asked = {"principal": principal, "entity": str(entity), "actions": actions}
     call.service.metrics.decided("enforce", not missing, seconds)
     call.service.log_decisions(call, "enforce", [(asked, not missing, seconds * 1e6, why)])
@@ -283,14 +284,12 @@ async def is_visible(call: Call) -> dict[str, Any]:
     entities = [entity_from_json(item, f"body.entities[{i}]") for i, item in enumerate(given)]
     deployment = call.service.deployment
 
-    def seen(authorizer: Authorizer, entity: EntityId) -> tuple[str | None, bool, dict[str, Any] | None]:
+    def seen(authorizer: Authorizer, entity: EntityId) -> tuple[str | None, bool, Why | None]:
         op = listing.get(entity.type)
         if op is None:  # no listing operation: not visible, for want of one
             log = call.service.decision_log
-            nothing: dict[str, Any] | None = None
-            if log is not None and log.reasons:
-                nothing = {"unmet": [], "denied_by": []}
-            return op, False, None if log is None else call.service.reason_fields(None, nothing)
+            nothing = {"unmet": [], "denied_by": []} if log is not None and log.reasons else None
+            return op, False, None if log is None else call.service.why(None, nothing)
         return op, *call.service.decide(authorizer, principal, op, str(entity))
 
     with deployment.lock:

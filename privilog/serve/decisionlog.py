@@ -11,20 +11,25 @@ policy's deny rules that hold (FILE:LINE). ``privilog verify-log`` decides each
 line again at its revision and compares.
 
 Each line is also chained: ``stream`` (one per log opened: per server process),
-``n`` (1, 2, ... within the stream) and ``mac``, an HMAC-SHA256 keyed by a
-secret the store keeps over the previous line's ``mac`` and this line's
-canonical JSON without ``mac`` (:func:`mac_of`). Lines are appended; one
-request's lines are written together.
+``n`` (1, 2, ... within the stream) and ``mac``, the line's last field: an
+HMAC-SHA256 keyed by a secret the store keeps, over the previous line's ``mac``
+and this line's text without its ``mac`` field (:func:`mac_of`, :func:`split_mac`):
+the bytes written, so neither the server nor ``privilog verify-log`` encodes a
+line twice. Lines are appended; one request's lines are written together.
+
+Measured (benchmarks/README.md): encoding a line costs a few microseconds, so a line's text is made
+by hand from pieces encoded once (a batch's constant fields, each requirement's text) rather than by
+``json.dumps`` of a dict, and the reason's text straight from the engine's row.
 
 >>> import io, json
 >>> out = io.StringIO()
 >>> log = DecisionLog(out, key=b"k", sample=1.0)
->>> at = {"revision": "plr1_x", "seq": 3}
->>> log.record("r1", "user:ops", "check", [({"principal": "user:a"}, True, 3.5, at)], ("cdap", "abc"))
->>> line = json.loads(out.getvalue())
+>>> log.record("r1", "user:ops", "check", [({"principal": "user:a"}, True, 3.5, ("plr1_x", 3, None))], ("cdap", "abc"))
+>>> text = out.getvalue().strip()
+>>> line = json.loads(text)
 >>> line["result"], line["policy"], line["policy_version"], line["latency_us"], line["seq"], line["n"]
 ('allow', 'cdap', 'abc', 3.5, 3, 1)
->>> mac = line.pop("mac"); mac == mac_of(b"k", "", line)
+>>> body, mac = split_mac(text); mac == mac_of(b"k", "", body) == line["mac"]
 True
 """
 
@@ -45,19 +50,27 @@ from privilog.dsl.ir import Policy
 from privilog.engine.authorizer.tabling import Tabled, requirement_text
 
 KEY_NAME = "decision_log_key"  # the store's secret (Store.secret) that keys the lines' HMACs
+MAC_FIELD = ',"mac":"'
 
-Decided = tuple[dict[str, Any], bool, float, "dict[str, Any] | None"]  # request, allowed, microseconds, why
+Why = tuple[str, int, "str | None"]  # the revision's token, its log entry, the reason's JSON text (None: off)
+Decided = tuple[dict[str, Any], bool, float, "Why | None"]  # request, allowed, microseconds, why
+
+_string = json.encoder.encode_basestring  # type: ignore[attr-defined]  # a str as JSON text (C)
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def canonical(line: Mapping[str, Any]) -> str:
-    """A line's canonical JSON: keys sorted, no spaces, UTF-8 as is (what its ``mac`` is over)."""
-    return json.dumps(line, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def mac_of(key: bytes, previous: str, body: str) -> str:
+    """The HMAC-SHA256 (hex) of a line's text without its ``mac`` field, chained to the previous line's
+    ``mac`` (``""`` for a stream's first line)."""
+    return hmac.new(key, (previous + "\n" + body).encode(), hashlib.sha256).hexdigest()
 
 
-def mac_of(key: bytes, previous: str, line: Mapping[str, Any]) -> str:
-    """The HMAC-SHA256 (hex) of a line (without its ``mac``) chained to the previous line's ``mac``
-    (``""`` for a stream's first line)."""
-    return hmac.new(key, (previous + "\n" + canonical(line)).encode(), hashlib.sha256).hexdigest()
+def split_mac(text: str) -> tuple[str, str | None]:
+    """A line's text without its ``mac`` field (its last), and the mac; (text, None) for a line without."""
+    at = text.rfind(MAC_FIELD)
+    if at < 0 or not text.endswith('"}'):
+        return text, None
+    return text[:at] + "}", text[at + len(MAC_FIELD) : -2]
 
 
 def requirement_texts(policy: Policy) -> dict[str, str]:
@@ -92,6 +105,37 @@ def reason_of(row: Tabled, granted: Mapping[tuple[str, str, str], int], texts: M
     }
 
 
+class ReasonText:
+    """:func:`reason_of`'s JSON text, made straight from the row (what the server writes: the same value,
+    without a dict made and encoded per decision); each requirement's id and text encoded once."""
+
+    def __init__(self, policy: Policy):
+        self._texts = requirement_texts(policy)
+        self._head: dict[str, str] = {}
+
+    def _requirement(self, rid: str) -> str:
+        head = self._head.get(rid)
+        if head is None:
+            head = self._head[rid] = f'{{"requirement":{_string(rid)},"text":{_string(self._texts.get(rid, ""))}'
+        return head
+
+    def __call__(self, row: Tabled, granted: Mapping[tuple[str, str, str], int]) -> str:
+        if row.allowed:
+            met = []
+            for rid, holder, action, entity in row.allowed_by:
+                entry = granted.get((holder, action, entity))
+                met.append(
+                    f'{self._requirement(rid)},"grant":[{_string(holder)},{_string(action)},{_string(entity)}],'
+                    f'"entry":{"null" if entry is None else entry}}}'
+                )
+            return f'{{"allowed_by":[{",".join(met)}],"bypass":[{",".join(map(_string, row.bypass))}]}}'
+        unmet = [
+            f'{{"requirement":{_string(rid)},"text":{_string(text)},"lacking":[{",".join(map(_string, lacking))}]}}'
+            for rid, text, lacking in row.unmet
+        ]
+        return f'{{"unmet":[{",".join(unmet)}],"denied_by":[{",".join(map(_string, row.denied_by))}]}}'
+
+
 class DecisionLog:
     """JSON lines of decisions, written to a file (appended) or any text stream, chained by HMAC."""
 
@@ -107,6 +151,7 @@ class DecisionLog:
         self.stream = uuid.uuid4().hex[:16]
         self.n = 0
         self.mac = ""
+        self._hmac = hmac.new(key, digestmod=hashlib.sha256)  # copied per line: the key's pads made once
         self._random = random.Random()
         self._lock = threading.Lock()  # the chain: lines of requests decided in threads come one at a time
 
@@ -131,32 +176,35 @@ class DecisionLog:
         decisions: Iterable[Decided],
         policy: tuple[str, str],
     ) -> None:
-        """Log ``decisions``: (request, allowed, latency in microseconds, why: the revision and reason
-        fields) each, a sample if sampling."""
-        at = datetime.now(UTC).isoformat(timespec="microseconds")
+        """Log ``decisions``: (request, allowed, latency in microseconds, why: the revision's token, its log
+        entry and the reason's JSON text) each, a sample if sampling."""
         kept = [d for d in decisions if self.sample >= 1.0 or self._random.random() < self.sample]
         if not kept:
             return
+        at = datetime.now(UTC).isoformat(timespec="microseconds")
+        head = f'{{"time":"{at}","stream":"{self.stream}","n":'
+        middle = (
+            f',"request_id":{_string(request_id)},"caller":{_string(caller)},"endpoint":{_string(endpoint)},'
+            f'"policy":{_string(policy[0])},"policy_version":{_string(policy[1])},"request":'
+        )
         with self._lock:
             lines = []
+            mac, n = self.mac, self.n
             for request, allowed, latency_us, why in kept:
-                line: dict[str, Any] = {
-                    "time": at,
-                    "request_id": request_id,
-                    "caller": caller,
-                    "endpoint": endpoint,
-                    "request": request,
-                    "result": "allow" if allowed else "deny",
-                    "policy": policy[0],
-                    "policy_version": policy[1],
-                    "latency_us": round(latency_us, 2),
-                }
-                if why:
-                    line.update(why)
-                self.n += 1
-                line["stream"], line["n"] = self.stream, self.n
-                self.mac = line["mac"] = mac_of(self.key, self.mac, line)
-                lines.append(canonical(line))
+                n += 1
+                body = (
+                    f'{head}{n}{middle}{_encode(request)},"result":"{"allow" if allowed else "deny"}",'
+                    f'"latency_us":{round(latency_us, 2)!r}'
+                )
+                if why is not None:
+                    body += f',"revision":"{why[0]}","seq":{why[1]}'
+                    if why[2] is not None:
+                        body += f',"reason":{why[2]}'
+                hashed = self._hmac.copy()
+                hashed.update(f"{mac}\n{body}}}".encode())
+                mac = hashed.hexdigest()
+                lines.append(f'{body}{MAC_FIELD}{mac}"}}')
+            self.mac, self.n = mac, n
             self.out.write("\n".join(lines) + "\n")
             self.out.flush()
 

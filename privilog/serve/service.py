@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -37,7 +38,7 @@ from privilog.store.deployment import Deployment
 from privilog.store.revision import policy_version
 
 from .bodies import HttpError, one_line
-from .decisionlog import Decided, DecisionLog, reason_of, requirement_texts
+from .decisionlog import Decided, DecisionLog, ReasonText, Why
 from .limits import Limits
 from .metrics import Metrics
 
@@ -153,7 +154,7 @@ class Service:
         self.refusals = RefusalBudget(self.limits.max_refusals_per_minute)
         self._revision_key: tuple[int, int, str] | None = None
         self._revision_token = ""
-        self._texts: dict[str, str] = {}
+        self._reason_text: ReasonText | None = None
         self._texts_of: Policy | None = None
 
     # ---- who asks ---------------------------------------------------------------------------
@@ -280,7 +281,7 @@ class Service:
 
     def decide(
         self, authorizer: Authorizer, p: str, op: str, e: str, args: Mapping[str, object] | None = None
-    ) -> tuple[bool, dict[str, Any] | None]:
+    ) -> tuple[bool, Why | None]:
         """Whether ``p`` may do ``op`` on ``e``, and what the decision log says of it (None without a log):
         the revision decided at and, with reasons on, why (the request's row of the decisions table: one
         evaluation gives the decision and its reason). Call it holding the deployment's lock, with the
@@ -289,31 +290,23 @@ class Service:
         if log is None:
             return authorizer.allows(p, op, e, args), None
         if not log.reasons:
-            return authorizer.allows(p, op, e, args), self.revision_fields()
+            return authorizer.allows(p, op, e, args), self.why()
         row = authorizer.tabled(p, op, e, args)
-        return row.allowed, self.reason_fields(row)
+        return row.allowed, self.why(row)
 
-    def revision_fields(self) -> dict[str, Any]:
-        """The deployment's revision as a decision log's line says it (read under the deployment's lock)."""
+    def why(self, row: Tabled | None = None, reason: Any = None) -> Why:
+        """The deployment's revision (its token and log entry) and the reason of ``row`` (or ``reason``, a
+        value; neither: none), as a decision log's line says them; read under the deployment's lock."""
         deployment = self.deployment
         key = (deployment.seq, deployment.policy_seq, deployment.policy_version)
         if key != self._revision_key:
-            revision = deployment.revision
-            self._revision_key, self._revision_token = key, revision.token
-        return {"revision": self._revision_token, "seq": key[0]}
-
-    def reason_fields(self, row: Tabled | None, reason: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The revision and the reason of a row (or ``reason`` given; neither: the revision alone), read under
-        the deployment's lock."""
-        fields_ = self.revision_fields()
+            self._revision_key, self._revision_token = key, deployment.revision.token
         if row is not None:
-            policy = self.deployment.policy
+            policy = deployment.policy
             if policy is not self._texts_of:
-                self._texts, self._texts_of = requirement_texts(policy), policy
-            reason = reason_of(row, self.deployment.granted, self._texts)
-        if reason is not None:
-            fields_["reason"] = reason
-        return fields_
+                self._reason_text, self._texts_of = ReasonText(policy), policy
+            return self._revision_token, key[0], self._reason_text(row, deployment.granted)
+        return self._revision_token, key[0], None if reason is None else json.dumps(reason, separators=(",", ":"))
 
     def log_decisions(self, call: Call, endpoint: str, decisions: list[Decided]) -> None:
         if self.decision_log is not None and decisions:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from privilog.cli.commands import main
-from privilog.serve.decisionlog import KEY_NAME, canonical, mac_of
+from privilog.serve.decisionlog import KEY_NAME, mac_of
 from privilog.store import open_store
 from tests.serve.conftest import ROOT, Setup
 
@@ -66,11 +66,15 @@ def verify(store: Path, log: Path, *more: str, capsys) -> tuple[int, str]:
     return code, out + err
 
 
+def dumps(line: dict) -> str:
+    return json.dumps(line, separators=(",", ":"), ensure_ascii=False)
+
+
 def copy_with(log: Path, folder: Path, edit) -> Path:
     lines = [json.loads(t) for t in log.read_text().splitlines()]
     lines = edit(lines)
     target = folder / "tampered.log"
-    target.write_text("".join((t if isinstance(t, str) else canonical(t)) + "\n" for t in lines))
+    target.write_text("".join((t if isinstance(t, str) else dumps(t)) + "\n" for t in lines))
     return target
 
 
@@ -80,8 +84,8 @@ def resign(store_path: Path, lines: list[dict]) -> list[dict]:
         key = store.secret(KEY_NAME).encode()
     last: dict[str, str] = {}
     for line in lines:
-        line.pop("mac")
-        line["mac"] = last[line["stream"]] = mac_of(key, last.get(line["stream"], ""), line)
+        line.pop("mac")  # the mac is over the line's text without it; then it is the last field
+        line["mac"] = last[line["stream"]] = mac_of(key, last.get(line["stream"], ""), dumps(line))
     return lines
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from privilog.serve.decisionlog import KEY_NAME, mac_of
+from privilog.serve.decisionlog import KEY_NAME, mac_of, split_mac
 
 READ = {"principal": "user:alice", "operation": "dataset.read", "entity": "dataset:ns1.ds"}
 WRITE = {**READ, "operation": "dataset.write"}
@@ -71,9 +71,10 @@ def test_each_line_names_its_revision_and_the_grant_log_entry_behind_an_allow(se
     # the chain: one stream, n consecutive, each mac over the line and the one before, by the store's key
     assert {g["stream"] for g in got} == {got[0]["stream"]} and [g["n"] for g in got] == list(range(1, 8))
     previous = ""
-    for line in got:
-        mac = line.pop("mac")
-        assert mac == mac_of(key, previous, line)
+    for text in log.read_text().splitlines():
+        body, mac = split_mac(text)
+        assert mac == json.loads(text)["mac"] == mac_of(key, previous, body)
+        assert json.loads(body) == {k: v for k, v in json.loads(text).items() if k != "mac"}
         previous = mac
 
 
@@ -87,4 +88,5 @@ def test_reasons_off_keeps_the_revision_and_the_chain(setup, tmp_path):
     (line,) = lines(log)
     assert "reason" not in line
     assert (line["seq"], line["revision"], line["n"]) == (granted["seq"], granted["revision"], 1)
+    assert list(line)[-1] == "mac"
     assert len(line["mac"]) == 64
