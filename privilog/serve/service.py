@@ -49,6 +49,7 @@ MAX_AUTHORIZATION = 512  # characters of an Authorization header looked at; a to
 INLINE = 256  # checks (or entities) of one request decided inline on the event loop; more go to a thread
 HEAVY = 2  # requests doing bigger work at once, per worker (the others wait their turn)
 SLICE = 0.005  # seconds a big request holds the deployment's lock at a time
+REMEMBERED = 1 << 16  # decisions (and their reasons) remembered per revision, with a decision log
 
 
 class Deadline:
@@ -155,6 +156,9 @@ class Service:
         self._revision_key: tuple[int, int, str] | None = None
         self._revision_token = ""
         self._reason_text: ReasonText | None = None
+        self._remembered: dict[tuple[Any, ...] | None, tuple[bool, Why | None]] = {}
+        self._remembered_at: tuple[int, int, str] | None = None
+        self._remembered_of: Authorizer | None = None
         self._texts_of: Policy | None = None
 
     # ---- who asks ---------------------------------------------------------------------------
@@ -285,14 +289,38 @@ class Service:
         """Whether ``p`` may do ``op`` on ``e``, and what the decision log says of it (None without a log):
         the revision decided at and, with reasons on, why (the request's row of the decisions table: one
         evaluation gives the decision and its reason). Call it holding the deployment's lock, with the
-        deployment's authorizer, so that the revision and the grants' log entries are those decided at."""
+        deployment's authorizer, so that the revision and the grants' log entries are those decided at.
+
+        With a log, each answer is remembered for as long as the revision does not change (a request
+        asked again at the same revision has the same decision and the same reason), at most
+        :data:`REMEMBERED` of them: measured, a row of the decisions table costs a few times a bare
+        decision for a principal holding many grants (every grant that meets is looked at, to name one),
+        and a log's requests repeat between changes."""
         log = self.decision_log
         if log is None:
             return authorizer.allows(p, op, e, args), None
-        if not log.reasons:
-            return authorizer.allows(p, op, e, args), self.why()
-        row = authorizer.tabled(p, op, e, args)
-        return row.allowed, self.why(row)
+        deployment = self.deployment
+        revision = (deployment.seq, deployment.policy_seq, deployment.policy_version)
+        if revision != self._remembered_at or authorizer is not self._remembered_of:
+            self._remembered.clear()
+            self._remembered_at, self._remembered_of = revision, authorizer
+        key: tuple[Any, ...] | None = (p, op, e, tuple(sorted(args.items())) if args else ())
+        try:
+            found = self._remembered.get(key)
+        except TypeError:  # an argument's value is a list: not remembered
+            found, key = None, None
+        if found is not None:
+            return found
+        if log.reasons:
+            row = authorizer.tabled(p, op, e, args)
+            answer: tuple[bool, Why | None] = (row.allowed, self.why(row))
+        else:
+            answer = (authorizer.allows(p, op, e, args), self.why())
+        if key is not None:
+            if len(self._remembered) >= REMEMBERED:
+                self._remembered.clear()
+            self._remembered[key] = answer
+        return answer
 
     def why(self, row: Tabled | None = None, reason: Any = None) -> Why:
         """The deployment's revision (its token and log entry) and the reason of ``row`` (or ``reason``, a
