@@ -273,7 +273,8 @@ def cmd_verify_log(args: argparse.Namespace) -> int:
     else:
         for line, what in found:
             print(f"{findings.path}:{line}: {what}")
-        agreed = "every line agrees" if not found else f"{summary['differing']} lines differ"
+        differing = summary["differing"]
+        agreed = "every line agrees" if not found else f"{differing} line{'s differ' if differing > 1 else ' differs'}"
         sampled = " (a sample)" if summary["sampled"] else ""
         print(
             f"{summary['entries']} entries in {summary['streams']} streams, chain checked; "

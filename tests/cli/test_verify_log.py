@@ -160,7 +160,7 @@ def test_an_edited_line_is_found_by_its_mac_and_again_when_signed_anew(written, 
     assert code == 1
     assert f"{tampered}:{number}: mac does not match" in out
     assert f"{tampered}:{number}: {found}" in out
-    assert "1 lines differ" in out
+    assert "1 line differs" in out
     # signed again with the store's key: the chain holds, deciding again still finds it
     forged = copy_with(log, tmp_path, lambda lines: resign(store, edit(lines)))
     code, out = verify(store, forged, capsys=capsys)
