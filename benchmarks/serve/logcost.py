@@ -1,6 +1,6 @@
 """The decision log's cost without HTTP (issue 36): the server's own handlers called in process.
 
-    python -m benchmarks.serve.logcost [--size 100k] [--rounds 5] [--batches 20] [--forget] [--out FILE]
+    python -m benchmarks.serve.logcost [--size 100k] [--rounds 7] [--batches 100] [--forget] [--out FILE]
 
 wrk on loopback (``python -m benchmarks.serve --decision-logs``) measures what a client sees, but on a
 shared machine of two cores its figures move by tens of percent from one run to the next. Here the
@@ -70,8 +70,8 @@ async def _singles(service: Any, requests: list[dict[str, Any]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.serve.logcost", description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=size_arg, default=100_000)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--batches", type=int, default=20, help="batches of 1,000 checks per round and way")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--batches", type=int, default=100, help="batches of 1,000 checks per round and way")
     parser.add_argument("--forget", action="store_true",
                         help="remember no decision between requests (the cost when every request is new)")
     parser.add_argument("--out", type=Path, default=None)

@@ -288,7 +288,9 @@ async def is_visible(call: Call) -> dict[str, Any]:
         op = listing.get(entity.type)
         if op is None:  # no listing operation: not visible, for want of one
             log = call.service.decision_log
-            nothing = {"unmet": [], "denied_by": []} if log is not None and log.reasons else None
+            nothing: dict[str, list[str]] | None = None
+            if log is not None and log.reasons:
+                nothing = {"unmet": [], "denied_by": []}
             return op, False, None if log is None else call.service.why(None, nothing)
         return op, *call.service.decide(authorizer, principal, op, str(entity))
 

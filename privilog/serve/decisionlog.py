@@ -55,7 +55,7 @@ MAC_FIELD = ',"mac":"'
 Why = tuple[str, int, "str | None"]  # the revision's token, its log entry, the reason's JSON text (None: off)
 Decided = tuple[dict[str, Any], bool, float, "Why | None"]  # request, allowed, microseconds, why
 
-_string = json.encoder.encode_basestring  # type: ignore[attr-defined]  # a str as JSON text (C)
+_string = json.encoder.encode_basestring  # a str as JSON text (C)
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 

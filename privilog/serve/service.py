@@ -331,9 +331,11 @@ class Service:
             self._revision_key, self._revision_token = key, deployment.revision.token
         if row is not None:
             policy = deployment.policy
-            if policy is not self._texts_of:
-                self._reason_text, self._texts_of = ReasonText(policy), policy
-            return self._revision_token, key[0], self._reason_text(row, deployment.granted)
+            texts = self._reason_text
+            if texts is None or policy is not self._texts_of:
+                texts = self._reason_text = ReasonText(policy)
+                self._texts_of = policy
+            return self._revision_token, key[0], texts(row, deployment.granted)
         return self._revision_token, key[0], None if reason is None else json.dumps(reason, separators=(",", ":"))
 
     def log_decisions(self, call: Call, endpoint: str, decisions: list[Decided]) -> None:

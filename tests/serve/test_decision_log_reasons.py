@@ -5,8 +5,12 @@ against the store's own audit log."""
 from __future__ import annotations
 
 import json
+import re
+
+import pytest
 
 from privilog.serve.decisionlog import KEY_NAME, mac_of, split_mac
+from privilog.store import open_store
 
 READ = {"principal": "user:alice", "operation": "dataset.read", "entity": "dataset:ns1.ds"}
 WRITE = {**READ, "operation": "dataset.write"}
@@ -90,3 +94,14 @@ def test_reasons_off_keeps_the_revision_and_the_chain(setup, tmp_path):
     assert (line["seq"], line["revision"], line["n"]) == (granted["seq"], granted["revision"], 1)
     assert list(line)[-1] == "mac"
     assert len(line["mac"]) == 64
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_the_key_is_the_stores_made_once_and_kept(kind, tmp_path, request):
+    url = str(tmp_path / "authz.db") if kind == "sqlite" else request.getfixturevalue("fresh_postgres_url")
+    with open_store(url, ("READ",)) as store:
+        key = store.secret(KEY_NAME)
+        assert re.fullmatch(r"[0-9a-f]{64}", key)
+        assert store.secret(KEY_NAME) == key and store.secret("another") != key
+    with open_store(url, ("READ",), create=False) as again:  # another process, later: the same key
+        assert again.secret(KEY_NAME) == key
