@@ -196,3 +196,29 @@ def test_usage_and_unreadable_input_exit_2(written, tmp_path, capsys):
     shutil.copy(log, tmp_path / "copy.log")
     code, out = verify(tmp_path / "no.db", tmp_path / "copy.log", capsys=capsys)
     assert code == 2 and "Traceback" not in out
+
+
+def test_a_deny_rules_place_is_logged_and_decided_again(tmp_path, capsys):
+    """A policy with a deny rule of its own: a denial's reason names the rule's FILE:LINE, and verify-log,
+    given the same policy file, agrees."""
+    policy = tmp_path / "deny.policy"
+    policy.write_text((ROOT / "tests" / "engine" / "blocklist.policy").read_text(encoding="utf-8"))
+    setup = Setup(tmp_path)
+    log = tmp_path / "decisions.log"
+    eve = {"principal": "user:eve", "operation": "dataset.read", "entity": "dataset:ns1.a"}
+    try:
+        root = setup.serve("--policy", str(policy), "--decision-log", str(log)).client(setup.root)
+        _change(root, "grant", ("group:bad", "READ", "dataset:ns1.a"))
+        _change(root, "member.add", ("user:eve", "group:bad"))
+        assert root.post("/v1/check", json=eve).json()["decision"] == "deny"
+        _change(root, "member.remove", ("user:eve", "group:bad"))
+        _change(root, "grant", ("user:eve", "READ", "dataset:ns1.a"))
+        assert root.post("/v1/check", json=eve).json()["decision"] == "allow"
+    finally:
+        setup.close()
+    denied, allowed = (json.loads(t) for t in log.read_text().splitlines())
+    assert denied["reason"]["denied_by"] == [f"{policy}:6"]
+    assert allowed["reason"]["allowed_by"][0]["grant"] == ["user:eve", "READ", "dataset:ns1.a"]
+    code, out = verify(setup.path, log, "--policy", str(policy), capsys=capsys)
+    assert code == 0, out
+    assert "2 entries in 1 streams, chain checked; 2 re-decided; every line agrees" in out
