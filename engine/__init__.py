@@ -52,6 +52,8 @@ SURFACE: dict[str, tuple[str, ...]] = {
     ),
     # one policy over one world, and its answers as data
     "authorizer": ("Authorizer", "FALSE_WORDS", "RequestError", "TRUE_WORDS"),
+    # a request's row of the decisions table (what a decision log's reasons are made of)
+    "authorizer.tabling": ("Tabled", "requirement_text"),
     "decision": (
         "ABSENT",
         "COMPARED",

@@ -13,6 +13,11 @@ Lua script for POST bodies:
 * grants: ``POST /v1/changes`` granting a new READ each call, one connection
   (each answer waits for the commit on disk: the durable acknowledgement's latency), then 8.
 
+``--decision-logs``: instead, the cost of a decision log (issue 36) on one worker, three ways in the
+same run, in rounds (none, without reasons, with reasons; again), single and batch checks:
+``--decision-log`` off, ``--decision-log-reasons off``, and on (the default); written to
+benchmarks/serve/decision_logs.json.
+
 wrk and the server share the machine's cores. Measurements, not tests:
 nothing here asserts a figure.
 """
@@ -143,14 +148,70 @@ def _check_scripts(folder: Path, token: str, requests: list[dict[str, Any]]) -> 
             _script(folder, "batch", token, "/v1/check/batch", batches))
 
 
+LOG_MODES = {
+    "no_log": (),
+    "log_without_reasons": ("--decision-log", "{log}", "--decision-log-reasons", "off"),
+    "log_with_reasons": ("--decision-log", "{log}"),
+}
+
+
+def _decision_logs(args: argparse.Namespace, folder: Path, store: str, check: Path, batch: Path) -> dict[str, Any]:
+    """Decisions per second on one worker with no decision log, one without reasons and one with, in
+    ``args.rounds`` rounds (the modes in turn, so that the machine's other load falls on each alike)."""
+    runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in LOG_MODES}
+    for round_ in range(args.rounds):
+        for mode, extra in LOG_MODES.items():
+            log = folder / f"{mode}.{round_}.log"
+            process, url, _ = _serve(store, 1, [e.format(log=log) for e in extra])
+            try:
+                _wrk(url, "/v1/check", check, 4, 2)  # warm
+                single = _wrk(url, "/v1/check", check, 4, args.duration)
+                batched = _wrk(url, "/v1/check/batch", batch, 4, args.duration)
+                batched["decisions_per_s"] = batched["requests_per_s"] * BATCH
+            finally:
+                process.terminate()
+                process.wait(timeout=60)
+            lines = sum(1 for _ in log.open()) if log.exists() else 0
+            run = {"single_checks_per_s": single["requests_per_s"], "single_p99_ms": single.get("p99_ms"),
+                   "batch_decisions_per_s": batched["decisions_per_s"], "batch_p99_ms": batched.get("p99_ms"),
+                   "log_lines": lines, "log_bytes": log.stat().st_size if log.exists() else 0}
+            runs[mode].append(run)
+            progress(f"  round {round_ + 1}, {mode}: {run}")
+    summary = {}
+    for mode, measured in runs.items():
+        summary[mode] = {key: round(sum(r[key] for r in measured) / len(measured), 1)
+                         for key in ("single_checks_per_s", "batch_decisions_per_s")}
+        lines = sum(r["log_lines"] for r in measured)
+        summary[mode]["bytes_per_line"] = round(sum(r["log_bytes"] for r in measured) / lines) if lines else 0
+    base = summary["log_without_reasons"]
+    for key in ("single_checks_per_s", "batch_decisions_per_s"):
+        summary["log_with_reasons"][f"{key}_vs_without_reasons"] = round(
+            summary["log_with_reasons"][key] / base[key] - 1.0, 3)
+    return {"runs": runs, "summary": summary}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.serve", description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=size_arg, default=100_000)
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run (default 10)")
     parser.add_argument("--workers", default="1,2", help="worker counts to measure (default 1,2)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--decision-logs", action="store_true", help="the cost of a decision log, three ways")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of --decision-logs (default 2)")
     args = parser.parse_args(argv)
     results: dict[str, Any] = {"machine": machine_info(), "size": args.size, "runs": []}
+    if args.decision_logs:
+        with tempfile.TemporaryDirectory() as tmp:
+            progress(f"building the world of {args.size} grants and its store")
+            store, token, requests = _store(args.size, Path(tmp))
+            check, batch = _check_scripts(Path(tmp), token, requests)
+            results = {"machine": machine_info(), "size": args.size, "duration_s": args.duration,
+                       **_decision_logs(args, Path(tmp), store, check, batch)}
+        results["machine"]["loadavg_after"] = os.getloadavg()
+        out = args.out or DEFAULT_OUT.with_name("decision_logs.json")
+        out.write_text(json.dumps(results, indent=2) + "\n")
+        print(json.dumps(results["summary"], indent=2))
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         progress(f"building the world of {args.size} grants and its store")
@@ -184,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
                 process.terminate()
                 process.wait(timeout=60)
     results["machine"]["loadavg_after"] = os.getloadavg()
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    (args.out or DEFAULT_OUT).write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
     return 0
 

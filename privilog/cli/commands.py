@@ -323,6 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
     completion.register(sub)
     serve.register(sub)
     graph.register(sub)
+    from privilog.cli import verifylog
+
+    verifylog.register(sub)
     from privilog.pipeline import commands as pipeline  # pyspark is imported only when a pipeline command runs
 
     pipeline.register(sub)

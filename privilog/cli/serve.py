@@ -40,6 +40,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         decision_log=args.decision_log,
         decision_log_sample=args.decision_log_sample,
         follow_interval=args.follow_interval,
+        decision_log_reasons=args.decision_log_reasons == "on",
         limits=limits,
     )
     return serve(options)
@@ -124,6 +125,12 @@ def register(sub: Any) -> None:
         metavar="SECONDS",
         help="how often a store that cannot notify (SQLite) is looked at for others' changes (default 0.1; "
         "PostgreSQL notifies at once)",
+    )
+    p.add_argument(
+        "--decision-log-reasons",
+        choices=("on", "off"),
+        default="on",
+        help="log why each decision was made: the grants (by log entry) or what is unmet (default on)",
     )
     from privilog.serve.limits import OPTIONS, default
 

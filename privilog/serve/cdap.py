@@ -33,6 +33,7 @@ from privilog.engine.world import check_action
 
 from .bodies import HttpError, check_type, fields, shown
 from .consistency import REVISION_HEADER, settle
+from .decisionlog import Why
 from .service import INLINE, Call, Route
 
 # entity type -> the fields of CDAP's JSON id, in the order of the dotted name
@@ -267,9 +268,11 @@ async def enforce(call: Call) -> dict[str, Any]:
                 f"policy {deployment.policy.name} has no relation `holds`, which enforce reads", 501
             ) from None
         seconds = time.perf_counter() - started
+        log = call.service.decision_log
+        why = None if log is None else call.service.why(None, {"missing": missing} if log.reasons else None)
     asked = {"principal": principal, "entity": str(entity), "actions": actions}
     call.service.metrics.decided("enforce", not missing, seconds)
-    call.service.log_decisions(call, "enforce", [(asked, not missing, seconds * 1e6)])
+    call.service.log_decisions(call, "enforce", [(asked, not missing, seconds * 1e6, why)])
     if missing:
         names = ", ".join(missing)
         raise HttpError(f"{principal} lacks {names} on {entity}", 403, missing=missing)
@@ -288,9 +291,15 @@ async def is_visible(call: Call) -> dict[str, Any]:
     entities = [entity_from_json(item, f"body.entities[{i}]") for i, item in enumerate(given)]
     deployment = call.service.deployment
 
-    def seen(authorizer: Authorizer, entity: EntityId) -> tuple[str | None, bool]:
+    def seen(authorizer: Authorizer, entity: EntityId) -> tuple[str | None, bool, Why | None]:
         op = listing.get(entity.type)
-        return op, op is not None and authorizer.allows(principal, op, str(entity))
+        if op is None:  # no listing operation: not visible, for want of one
+            log = call.service.decision_log
+            nothing: dict[str, list[str]] | None = None
+            if log is not None and log.reasons:
+                nothing = {"unmet": [], "denied_by": []}
+            return op, False, None if log is None else call.service.why(None, nothing)
+        return op, *call.service.decide(authorizer, principal, op, str(entity))
 
     asked = await settle(call)  # the Privilog-Consistency header
     with deployment.lock:
@@ -307,13 +316,13 @@ async def is_visible(call: Call) -> dict[str, Any]:
             answers = [seen(authorizer, entity) for entity in entities]
     call.headers[REVISION_HEADER] = revision.token
     seconds = time.perf_counter() - started
-    shown_ = [item for item, (_, visible) in zip(given, answers, strict=True) if visible]
+    shown_ = [item for item, (_, visible, _) in zip(given, answers, strict=True) if visible]
     each = seconds / max(1, len(entities))
     call.service.metrics.decided("isVisible", True, each, len(shown_))
     call.service.metrics.decided("isVisible", False, each, len(entities) - len(shown_))
     logged = [
-        ({"principal": principal, "operation": op, "entity": str(entity)}, visible, each * 1e6)
-        for entity, (op, visible) in zip(entities, answers, strict=True)
+        ({"principal": principal, "operation": op, "entity": str(entity)}, visible, each * 1e6, why)
+        for entity, (op, visible, why) in zip(entities, answers, strict=True)
     ]
     call.service.log_decisions(call, "isVisible", logged)
     return {"visible": shown_}

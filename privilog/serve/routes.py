@@ -89,12 +89,13 @@ def _decide(
         if explain:
             decision = authorizer.check(authorizer.request(p, op, e, args))
             allowed = decision.allowed
+            why = call.service.decide(authorizer, p, op, e, args)[1] if call.service.decision_log else None
         else:
-            allowed = authorizer.allows(p, op, e, args)
+            allowed, why = call.service.decide(authorizer, p, op, e, args)
         seconds = time.perf_counter() - started
         policy = authorizer.policy.name
     call.service.metrics.decided(op, allowed, seconds)
-    call.service.log_decisions(call, endpoint, [(_asked(p, op, e, args), allowed, seconds * 1e6)])
+    call.service.log_decisions(call, endpoint, [(_asked(p, op, e, args), allowed, seconds * 1e6, why)])
     if not explain:
         out = {"decision": "allow" if allowed else "deny", "request": _asked(p, op, e, args), "policy": policy}
         return _answered(call, asked, revision, out)
@@ -128,8 +129,10 @@ async def check_batch(call: Call) -> dict[str, Any]:
         index, (p, op, e, args) = index_item
         try:
             if explain:
-                return authorizer.check(authorizer.request(p, op, e, args))
-            return authorizer.allows(p, op, e, args)
+                decision = authorizer.check(authorizer.request(p, op, e, args))
+                logged = call.service.decide(authorizer, p, op, e, args)[1] if call.service.decision_log else None
+                return decision, logged
+            return call.service.decide(authorizer, p, op, e, args)
         except RequestError as error:
             raise HttpError(f"body.checks[{index}]: {error}") from None
 
@@ -149,7 +152,7 @@ async def check_batch(call: Call) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     counts: Counter[tuple[str, bool]] = Counter()
     out: list[Any] = []
-    for (_, op, _, _), answer in zip(asked, answers, strict=True):
+    for (_, op, _, _), (answer, _) in zip(asked, answers, strict=True):
         allowed = answer.allowed if explain else answer
         counts[(op, allowed)] += 1
         out.append(answer.to_json() if explain else ("allow" if allowed else "deny"))
@@ -158,8 +161,8 @@ async def check_batch(call: Call) -> dict[str, Any]:
         call.service.metrics.decided(op, allowed, each, n)
     if call.service.decision_log is not None:
         logged = [
-            (_asked(p, op, e, args), answer.allowed if explain else answer, each * 1e6)
-            for (p, op, e, args), answer in zip(asked, answers, strict=True)
+            (_asked(p, op, e, args), answer.allowed if explain else answer, each * 1e6, why)
+            for (p, op, e, args), (answer, why) in zip(asked, answers, strict=True)
         ]
         call.service.log_decisions(call, "check/batch", logged)
     policy = freshness.past.policy.name if freshness.past is not None else call.service.deployment.policy.name

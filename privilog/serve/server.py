@@ -45,6 +45,7 @@ class ServeOptions:
     decision_log: str | None = None
     decision_log_sample: float = 1.0
     follow_interval: float | None = None  # seconds between looks at a store that cannot notify (None: its own)
+    decision_log_reasons: bool = True
     limits: Limits = field(default_factory=Limits)
 
     @classmethod
@@ -260,14 +261,18 @@ def build_app(options: ServeOptions, signals: bool) -> Any:
     from privilog.store.deployment import Deployment
 
     from .app import make_app
-    from .decisionlog import DecisionLog
+    from .decisionlog import KEY_NAME, DecisionLog
     from .service import Service
 
     policy = dsl.load_policy(options.policy)
     store = open_store(options.store, policy.actions, create=False)
-    deployment = Deployment(store, policy)
+    reasons = bool(options.decision_log) and options.decision_log_reasons
+    deployment = Deployment(store, policy, track_grants=reasons)  # reasons name the entry that made each grant
     deployment.record_policy("local:serve")  # answers about the past, and revisions, name the policy served
-    decision_log = DecisionLog.open(options.decision_log, options.decision_log_sample) if options.decision_log else None
+    decision_log = None
+    if options.decision_log:
+        key = store.secret(KEY_NAME).encode()  # each line's HMAC: only those who can read the store can forge one
+        decision_log = DecisionLog.open(options.decision_log, key, options.decision_log_sample, reasons)
     BoundedProtocol.limits = options.limits  # in a worker process too
     service = Service(deployment, options.policy, options.limits, decision_log)
     if options.follow_interval is not None:  # SQLite's polling (PostgreSQL is notified and does not poll)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import logging
 import threading
 import time
@@ -29,14 +30,16 @@ from starlette.requests import Request
 
 from privilog import dsl
 from privilog.dsl.errors import PrivilogError
+from privilog.dsl.ir import Policy
 from privilog.engine.authorizer import Authorizer
+from privilog.engine.authorizer.tabling import Tabled
 from privilog.engine.world import NotAnAdmin
 from privilog.store.base import Change, StoreFull, StoreUnavailable, split_token
 from privilog.store.deployment import Deployment
 from privilog.store.revision import Revision, policy_version
 
 from .bodies import HttpError, one_line
-from .decisionlog import DecisionLog
+from .decisionlog import Decided, DecisionLog, ReasonText, Why
 from .limits import Limits
 from .metrics import Metrics
 
@@ -47,6 +50,7 @@ MAX_AUTHORIZATION = 512  # characters of an Authorization header looked at; a to
 INLINE = 256  # checks (or entities) of one request decided inline on the event loop; more go to a thread
 HEAVY = 2  # requests doing bigger work at once, per worker (the others wait their turn)
 SLICE = 0.005  # seconds a big request holds the deployment's lock at a time
+REMEMBERED = 1 << 16  # decisions (and their reasons) remembered per revision, with a decision log
 
 
 class Deadline:
@@ -154,6 +158,13 @@ class Service:
         self._heavy: asyncio.Semaphore | None = None
         self.past_lock = threading.Lock()  # held while an authorizer of the past (as_of, shared, cached) decides
         self.refusals = RefusalBudget(self.limits.max_refusals_per_minute)
+        self._revision_key: tuple[int, int, str] | None = None
+        self._revision_token = ""
+        self._reason_text: ReasonText | None = None
+        self._remembered: dict[tuple[Any, ...] | None, tuple[bool, Why | None]] = {}
+        self._remembered_at: tuple[int, int, str] | None = None
+        self._remembered_of: Authorizer | None = None
+        self._texts_of: Policy | None = None
 
     # ---- who asks ---------------------------------------------------------------------------
 
@@ -294,7 +305,65 @@ class Service:
 
     # ---- decisions ----------------------------------------------------------------------------
 
-    def log_decisions(self, call: Call, endpoint: str, decisions: list[tuple[dict[str, Any], bool, float]]) -> None:
+    def decide(
+        self, authorizer: Authorizer, p: str, op: str, e: str, args: Mapping[str, object] | None = None
+    ) -> tuple[bool, Why | None]:
+        """Whether ``p`` may do ``op`` on ``e``, and what the decision log says of it (None without a log):
+        the revision decided at and, with reasons on, why (the request's row of the decisions table: one
+        evaluation gives the decision and its reason). Call it holding the deployment's lock, with the
+        deployment's authorizer, so that the revision and the grants' log entries are those decided at.
+
+        With a log, each answer is remembered for as long as the revision does not change (a request
+        asked again at the same revision has the same decision and the same reason), at most
+        :data:`REMEMBERED` of them: measured, a row of the decisions table costs a few times a bare
+        decision for a principal holding many grants (every grant that meets is looked at, to name one),
+        and a log's requests repeat between changes."""
+        log = self.decision_log
+        if log is None or authorizer is not self.deployment.authorizer:  # (an answer about the past: not logged)
+            return authorizer.allows(p, op, e, args), None
+        deployment = self.deployment
+        revision = (deployment.seq, deployment.policy_seq, deployment.policy_version)
+        if revision != self._remembered_at or authorizer is not self._remembered_of:
+            self._remembered.clear()
+            self._remembered_at, self._remembered_of = revision, authorizer
+        key: tuple[Any, ...] | None = (p, op, e, tuple(sorted(args.items())) if args else ())
+        try:
+            found = self._remembered.get(key)
+        except TypeError:  # an argument's value is a list: not remembered
+            found, key = None, None
+        if found is not None:
+            return found
+        if log.reasons:
+            row = authorizer.tabled(p, op, e, args)
+            answer: tuple[bool, Why | None] = (row.allowed, self.why(row))
+        else:
+            answer = (authorizer.allows(p, op, e, args), self.why())
+        if key is not None:
+            if len(self._remembered) >= REMEMBERED:
+                self._remembered.clear()
+            self._remembered[key] = answer
+        return answer
+
+    def why(self, row: Tabled | None = None, reason: Any = None) -> Why:
+        """The deployment's revision (its token and log entry) and the reason of ``row`` (or ``reason``, a
+        value; neither: none), as a decision log's line says them; read under the deployment's lock."""
+        deployment = self.deployment
+        key = (deployment.seq, deployment.policy_seq, deployment.policy_version)
+        if key != self._revision_key:
+            self._revision_key, self._revision_token = key, deployment.revision.token
+        if row is not None:
+            policy = deployment.policy
+            texts = self._reason_text
+            if texts is None or policy is not self._texts_of:
+                texts = self._reason_text = ReasonText(policy)
+                self._texts_of = policy
+            return self._revision_token, key[0], texts(row, deployment.granted)
+        return self._revision_token, key[0], None if reason is None else json.dumps(reason, separators=(",", ":"))
+
+    def log_decisions(self, call: Call, endpoint: str, decisions: list[Decided]) -> None:
+        """Write ``decisions`` to the decision log, if one is kept. Answers about the past (``as_of``) are not
+        decisions anything enforces: they carry no reason (:meth:`decide`) and are not written."""
+        decisions = [d for d in decisions if d[3] is not None]
         if self.decision_log is not None and decisions:
             self.decision_log.record(
                 call.request_id, call.principal, endpoint, decisions, (self.deployment.policy.name, self.version)

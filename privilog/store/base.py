@@ -409,6 +409,11 @@ class Store(ABC):
     def last_seq(self) -> int:
         """The sequence number of the newest log entry (0 for none)."""
 
+    def secret(self, name: str) -> str:
+        """A random secret the store keeps under ``name`` (64 hex digits), made on first use: what only
+        those who can read the store know (the decision log's HMAC key). A store without one raises."""
+        raise StoreError(f"this store ({self.url}) keeps no secrets")
+
     poll_interval = 0.1  # seconds between looks at the log in wait_for_change, for a store that cannot notify
 
     def wait_for_change(self, after: int, timeout: float) -> bool:

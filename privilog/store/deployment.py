@@ -84,18 +84,22 @@ class Deployment:
     ``seq`` is the last log entry replayed; ``policy_seq`` the entry that recorded the policy served
     (:meth:`record_policy`; 0 when none is recorded for it); :attr:`revision` the two together, what
     every answer is decided at. ``granted`` (with ``track_grants``): the entry that made each grant
-    held, kept in step by the replay (what a decision log's reasons name).
+    held, kept in step by the replay (what a decision log's reasons name). ``at``: the store as it stood
+    at that log entry, to be rolled forward with ``catch_up(until=...)`` (``privilog verify-log``).
     """
 
-    def __init__(self, store: Store, policy: Policy, backend: str = "compiled", track_grants: bool = False):
+    def __init__(
+        self, store: Store, policy: Policy, backend: str = "compiled", track_grants: bool = False, at: int | None = None
+    ):
         self.store = store
+        self.pinned = at is not None  # made at a past entry, rolled forward by catch_up(until=...) (verify-log)
         self.backend = backend
         self.track_grants = track_grants
         self.lock = threading.RLock()  # held while the authorizer changes; take it to read across threads
         self.granted: dict[tuple[str, str, str], int] = {}
         self.policy = policy
         self.policy_version = policy_version(policy)
-        self.authorizer, self.seq = self._load(policy)
+        self.authorizer, self.seq = self._load(policy, at)
         self.policy_seq = self._recorded_seq()
         # the scope of each entry replayed, for caches that follow changes (store/affected.py, GET /v1/watch)
         self.scoper = Scoper(self.authorizer.world, policy)
@@ -103,8 +107,8 @@ class Deployment:
         self._follower: threading.Thread | None = None
         self._stop_following = threading.Event()
 
-    def _load(self, policy: Policy) -> tuple[Authorizer, int]:
-        history = self.store.history(None, granted=self.track_grants)
+    def _load(self, policy: Policy, seq: int | None = None) -> tuple[Authorizer, int]:
+        history = self.store.history(seq, granted=self.track_grants)
         self.granted = history.granted
         return Authorizer(policy, FollowingWorld.of(history.world, self.store.url), self.backend), history.seq
 
@@ -198,7 +202,8 @@ class Deployment:
                 for entry in entries:
                     count += 1
                     if entry.kind in (IMPORT, CHECKPOINT) and entry.applied:  # a whole world: read the store anew
-                        self.authorizer, self.seq = self._load(self.policy)
+                        # a pinned deployment stops at `until`: the world as of there, not the log's head
+                        self.authorizer, self.seq = self._load(self.policy, until if self.pinned else None)
                         self._reset(entry.kind, entry.at)
                         break
                     self._replay(entry)

@@ -8,7 +8,7 @@ them rewritten once.
 
 Tables (schema version 2):
 
-* ``meta(key, value)``: ``schema_version``, ``instance``;
+* ``meta(key, value)``: ``schema_version``, ``instance``, ``secret:NAME`` (:meth:`SqlStore.secret`);
 * ``entities(entity, top)``: the entities listed as existing, with their namespace
   (or themselves, at the top) so a delete reads only its own namespace;
 * ``grants(principal, action, entity)``, ``members(member, grp)``,
@@ -31,6 +31,7 @@ statements beside the transactions that run them, which a split would put in two
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 from abc import abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
@@ -656,6 +657,17 @@ class SqlStore(Store):
             if seq is None:
                 seq = int(self._one(cur, "SELECT coalesce(max(seq), 0) FROM changes"))
             return Revision(seq, *self._policy_in_force(cur, seq))
+
+    def secret(self, name: str) -> str:
+        key = f"secret:{name}"
+        with self._transaction(write=False) as cur:
+            found = self._one(cur, "SELECT value FROM meta WHERE key = ?", (key,))
+        if found is not None:
+            return str(found)
+        with self._transaction(write=True) as cur:  # two making it at once: the first one's stands
+            statement = "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT DO NOTHING"
+            cur.execute(self._sql(statement), (key, secrets.token_hex(32)))
+            return str(self._one(cur, "SELECT value FROM meta WHERE key = ?", (key,)))
 
     def roles(self) -> list[str]:
         with self._transaction(write=False) as cur:
