@@ -40,6 +40,9 @@ def test_each_line_names_its_revision_and_the_grant_log_entry_behind_an_allow(se
     assert batch.json()["decisions"] == ["allow", "allow", "deny"]
     revoked = change(root, "revoke", ("user:alice", "READ", "dataset:ns1.ds"))
     assert root.post("/v1/check", json={**READ, "explain": True}).json()["decision"] == "deny"
+    # a question about the past is answered, and not logged: nothing enforces it, its revision is not the server's
+    past = root.post("/v1/check", json={**READ, "as_of": direct["revision"]}).json()
+    assert (past["decision"], past["revision"]) == ("allow", direct["revision"])
     enforce = {"entity": {"entity": "DATASET", "namespace": "ns1", "dataset": "ds"},
                "principal": {"name": "alice", "type": "USER"}, "actions": ["WRITE", "ADMIN"]}
     assert root.post(f"{CDAP}/enforce", json=enforce).status_code == 403
