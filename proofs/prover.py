@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from privilog.dsl.errors import PolicyError
 from privilog.engine.ids import EntityId
@@ -24,6 +25,7 @@ from privilog.proofs.load import ProvedPolicy
 from privilog.proofs.worlds import BoundTooLarge, Case, Point, Space, build_cases, space_for
 
 WORLD_LIMIT = 200_000  # worlds enumerated for one case before the bound is declared too large
+SPLIT_AT = 10_000  # a case of at least this many worlds is shared among the jobs (``prove --jobs``)
 
 Progress = Callable[[str], None]
 
@@ -33,12 +35,14 @@ class BoundedTrial(Trial):
 
     phase = "bounded"
 
-    def __init__(self, context: Context, space: Space, points: Sequence[Point]):
+    def __init__(self, context: Context, space: Space, points: Sequence[Point], largest: int | None = None):
         super().__init__(context, space.case.requests)
         self.space = space
         evaluator = context.evaluator
         evaluator.forget()
         self._decided = [(p, self.outcome(p)) for p in points]
+        # the most entities of the case's fullest worlds (given when these points are a slice of the case's)
+        self._largest = largest if largest is not None else max((len(p.entities) for p, _ in self.fullest()), default=0)
 
     def worlds(self) -> Iterable[tuple[Point, Outcome]]:
         return self._decided
@@ -56,7 +60,7 @@ class BoundedTrial(Trial):
     def recreatable(self, point: Point) -> list[EntityId]:
         """Each request's entity; and in the largest world, every entity listed as well."""
         requested = {r.entity for r in self.requests}
-        if len(point.entities) < max(len(p.entities) for p, _ in self.fullest()):
+        if len(point.entities) < self._largest:
             return sorted(requested)
         return sorted(point.entities | requested)
 
@@ -71,6 +75,7 @@ class Prover:
     world_type: type[World] = World
     progress: Progress | None = None
     reduce: bool = True  # symmetry reduction (off only to test it against the full search)
+    jobs: int = 1  # processes a large case's worlds are shared among (the policy is read again in each)
 
     def __post_init__(self) -> None:
         policy = self.proved.policy
@@ -113,7 +118,32 @@ class Prover:
             self._say(
                 f"[{number}/{len(cases)}] {case.label}: {len(points)} worlds ({space.enumerated} before symmetry)"
             )
-            self.check(BoundedTrial(self.context, space, points))
+            if self.jobs > 1 and len(points) >= SPLIT_AT:
+                self._shared(number - 1, space, points)
+            else:
+                self.check(BoundedTrial(self.context, space, points))
+
+    def _shared(self, index: int, space: Space, points: Sequence[Point]) -> None:
+        """Check one large case's worlds in :attr:`jobs` processes, a contiguous slice each, and merge their
+        verdicts in the slices' order: the same counts, the same first smallest counterexample and the same
+        operations, in the same order, as one process checking them all (no checker compares two worlds of
+        the case but through the largest one's size, which each slice is given)."""
+        from concurrent.futures import ProcessPoolExecutor
+
+        largest = max((len(p.entities) for p in points if not space.additions(p) and not p.admins), default=0)
+        size = -(-len(points) // self.jobs)
+        bounds = [(start, min(start + size, len(points))) for start in range(0, len(points), size)]
+        args = (self.proved.name, self.proved.proof, self.max_entities, self.world_type, self.reduce, index, largest)
+        with ProcessPoolExecutor(max_workers=len(bounds)) as pool:
+            found = list(pool.map(_check_slice, *zip(*[(*args, a, b) for a, b in bounds], strict=True)))
+        for verdicts in found:
+            for part in verdicts:
+                whole = self.verdicts[part.promise.name]
+                whole.bounded += part.bounded
+                whole.operations += [op for op in part.operations if op not in whole.operations]
+                ce = part.counterexample
+                if ce is not None and (whole.counterexample is None or ce.size < whole.counterexample.size):
+                    whole.counterexample = ce
 
     def _space(self, case: Case) -> tuple[Space, list[Point]]:
         """The case's worlds up to the bound; where they are too many, up to the largest bound that fits."""
@@ -169,13 +199,37 @@ class Prover:
         )
 
 
+def _check_slice(
+    name: str,
+    proof: Path,
+    max_entities: int,
+    world_type: type[World],
+    reduce: bool,
+    index: int,
+    largest: int,
+    start: int,
+    stop: int,
+) -> list[Verdict]:
+    """In a process of its own: the policy read again, case ``index``'s worlds made again (the same, in the
+    same order), the slice ``start:stop`` of them checked; the verdicts of that slice alone."""
+    from privilog.proofs.load import load_proved
+
+    prover = Prover(load_proved(name, proof), max_entities, 0, world_type, reduce=reduce)
+    case = build_cases(prover.proved.policy, prover.evaluator.authorizer)[index]
+    space, points = prover._space(case)
+    prover.check(BoundedTrial(prover.context, space, points[start:stop], largest))
+    return list(prover.verdicts.values())
+
+
 def prove(
     proved: ProvedPolicy,
     max_entities: int = DEFAULT_MAX_ENTITIES,
     examples: int = DEFAULT_EXAMPLES,
     world_type: type[World] = World,
     progress: Progress | None = None,
+    jobs: int = 1,
 ) -> Report:
     """Check every promise of ``proved``: exhaustively over every world with up to ``max_entities``
-    entities of each kind under each entity, then on ``examples`` worlds generated by hypothesis."""
-    return Prover(proved, max_entities, examples, world_type, progress).prove()
+    entities of each kind under each entity, then on ``examples`` worlds generated by hypothesis.
+    ``jobs``: a case of many worlds is shared among that many processes (the same report)."""
+    return Prover(proved, max_entities, examples, world_type, progress, jobs=jobs).prove()
