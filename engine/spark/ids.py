@@ -85,6 +85,18 @@ class IdForms:
             out = F.when(kind.isin(*types), self._enclosing(value, above)).otherwise(out)
         return out
 
+    def last_name(self, value: Column) -> Column:
+        """An entity's name within what encloses it (engine.facts.last_name_rows), or null for a
+        principal's id."""
+        from pyspark.sql import functions as F
+
+        kind, name = self.entity_type(value), self.name(value)
+        out = F.lit(None).cast("string")
+        for depth, pattern in ((0, r"(?s)^(.*)$"), (1, r"(?s)^[^.]*\.(.*)$"), (2, r"(?s)^[^.]*\.[^.]*\.(.*)$")):
+            types = [t for t, chain in self.above.items() if {"namespace": 1, "application": 2}.get(chain[0] if chain else "", 0) == depth]
+            out = F.when(kind.isin(*types), F.regexp_extract(name, pattern, 1)).otherwise(out)
+        return out
+
     def chain(self, value: Column) -> Column:
         """An array of the entity and every entity enclosing it, nearest first."""
         from pyspark.sql import functions as F
