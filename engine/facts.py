@@ -33,7 +33,8 @@ def last_name_rows(ids: Iterable[str]) -> set[Row]:
     ...                        "namespace:ns1", "kerberosprincipal:a@EX.COM", "user:alice"]))
     ... # doctest: +NORMALIZE_WHITESPACE
     [('dataset:ns1.sales.2024', 'sales.2024'), ('dataset_type:ns1.table', 'table'),
-     ('kerberosprincipal:a@EX.COM', 'a@EX.COM'), ('namespace:ns1', 'ns1'), ('program:ns1.app.service.api', 'service.api')]
+     ('kerberosprincipal:a@EX.COM', 'a@EX.COM'), ('namespace:ns1', 'ns1'),
+     ('program:ns1.app.service.api', 'service.api')]
     """
     rows: set[Row] = set()
     for i in ids:
