@@ -32,7 +32,9 @@ from privilog.dsl.check import components, strata
 from privilog.dsl.ir import Atom, Rule, Var
 from privilog.engine.program import Program
 
-WORLD_BASE = frozenset({"grant", "member_of", "child_of", "is_a", "admin", "matches", "config", "name_of", "within"})
+WORLD_BASE = frozenset(
+    {"grant", "member_of", "child_of", "is_a", "admin", "matches", "config", "name_of", "last_name_of", "within"}
+)
 REQUEST_BASE = frozenset({"request", "request_arg"})
 
 

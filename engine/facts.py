@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from privilog.engine.ids import EntityId
+from privilog.engine.ids import ENTITY_TYPES, EntityId, parent_type
 from privilog.engine.patterns import is_pattern, match_rows
 from privilog.engine.program import Row
 from privilog.engine.world import World
@@ -17,6 +17,42 @@ def name_rows(ids: Iterable[str]) -> set[Row]:
     [('kerberosprincipal:alice@EX.COM', 'alice@EX.COM'), ('user:alice', 'alice')]
     """
     return {(i, i.partition(":")[2]) for i in ids if ":" in i}
+
+
+# how many dot-separated parts of an id's name name what encloses it: none at the top, one in a
+# namespace (`ns1.`), two in an application (`ns1.app.`)
+_ENCLOSED_PARTS = {t: {"namespace": 1, "application": 2}.get(parent_type(t) or "", 0) for t in ENTITY_TYPES}
+
+
+def last_name_rows(ids: Iterable[str]) -> set[Row]:
+    """``last_name_of`` rows: each entity id and its name within what encloses it (what follows the
+    enclosing entity's name), for comparing entities of one name in different places. A principal's
+    id has none.
+
+    >>> sorted(last_name_rows(["dataset_type:ns1.table", "dataset:ns1.sales.2024", "program:ns1.app.service.api",
+    ...                        "namespace:ns1", "kerberosprincipal:a@EX.COM", "user:alice"]))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [('dataset:ns1.sales.2024', 'sales.2024'), ('dataset_type:ns1.table', 'table'),
+     ('kerberosprincipal:a@EX.COM', 'a@EX.COM'), ('namespace:ns1', 'ns1'),
+     ('program:ns1.app.service.api', 'service.api')]
+    """
+    rows: set[Row] = set()
+    for i in ids:
+        kind, _, name = i.partition(":")
+        depth = _ENCLOSED_PARTS.get(kind)
+        if depth is None or not name:
+            continue
+        parts = name.split(".", depth)
+        if len(parts) > depth and parts[depth]:
+            rows.add((i, parts[depth]))
+    return rows
+
+
+def names_of(ids: Iterable[str]) -> dict[str, set[Row]]:
+    """The ``name_of`` and ``last_name_of`` rows of these ids (made together: a policy that reads one
+    gets both)."""
+    ids = list(ids)
+    return {"name_of": name_rows(ids), "last_name_of": last_name_rows(ids)}
 
 
 def within_rows(grants: Iterable[EntityId], instance: str) -> set[Row]:
@@ -34,7 +70,8 @@ def world_facts(
     nothing above it visible, and applies again once the entity is created.
     A wildcard grant's pattern, and each pattern of ``named`` (those the policy's rules
     name), gets a ``matches`` row for each of these entities it matches (engine.patterns).
-    With ``with_names``, every principal and entity id gets its ``name_of`` row.
+    With ``with_names``, every principal and entity id gets its ``name_of`` row (an entity its
+    ``last_name_of`` too).
     """
     parents: dict[EntityId, EntityId | None] = {}  # each entity's parent, found once
     for entity in world.entities:
@@ -49,7 +86,7 @@ def world_facts(
     ids = [*world.principals(), *names.values(), *(str(g.entity) for g in world.grants), *owners] if with_names else []
     return {
         "within": within_rows({g.entity for g in world.grants}, world.instance) if with_within else set(),
-        "name_of": name_rows(ids),
+        **names_of(ids),
         "matches": match_rows(patterns, parents),
         "grant": {(g.principal, g.action, str(g.entity)) for g in world.grants},
         "member_of": set(world.members),

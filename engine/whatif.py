@@ -289,9 +289,9 @@ def locality(policy: Policy, args: bool = False) -> Locality:
                     subject = t[BELOW_ABOVE[name][0]] if name in BELOW_ABOVE else t[0]
                     if not _anchored(subject, kinds, ANCHORED):
                         return unbounded(rule, f"reads `{name}` of an entity not tied to the request's")
-                elif name == "name_of":
+                elif name in ("name_of", "last_name_of"):
                     if not _anchored(t[0], kinds, frozenset({P, OWNER, E})):
-                        return unbounded(rule, "reads `name_of` of an id not tied to the request")
+                        return unbounded(rule, f"reads `{name}` of an id not tied to the request")
                 elif name == "admin":
                     continue
                 else:

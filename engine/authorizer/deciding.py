@@ -19,7 +19,7 @@ from privilog.engine.authorizer.loaded import LoadedWorld
 from privilog.engine.authorizer.requests import ID_CACHE, Requests
 from privilog.engine.backends import Backend, Decider, FastDecisions
 from privilog.engine.decision import Request
-from privilog.engine.facts import name_rows
+from privilog.engine.facts import names_of
 from privilog.engine.ids import EntityId
 from privilog.engine.patterns import match_rows
 from privilog.engine.program import Row, by_rule_names
@@ -73,7 +73,8 @@ class Deciding:
             facts["matches"] = match_rows(loaded.patterns, [*absent, *named])
         if loaded.uses_names:  # the request's ids the world does not name already
             ids = [request.principal, *(str(e) for e in absent), *(v for _, v in request.args)]
-            facts["name_of"] = name_rows(ids) - loaded.facts.get("name_of", set())
+            for relation, rows in names_of(ids).items():
+                facts[relation] = rows - loaded.facts.get(relation, set())
         return facts
 
     def evaluate(

@@ -15,7 +15,7 @@ from typing import Any
 
 from privilog.dsl.limits import WORLD_ENTRIES, LimitError
 from privilog.engine.backends import Backend
-from privilog.engine.facts import name_rows, within_rows, world_facts
+from privilog.engine.facts import names_of, within_rows, world_facts
 from privilog.engine.ids import EntityId
 from privilog.engine.inventory import Inventory
 from privilog.engine.patterns import PatternIndex, check_tries, is_pattern, match_rows, matches, policy_patterns
@@ -30,8 +30,9 @@ class LoadedWorld:
         self.world = world
         self.backend = backend
         self.named_patterns = policy_patterns(program.rules)
-        # `name_of` and `within` rows are made only for a policy whose rules read them (a row per id otherwise)
-        self.uses_names = reads(program.rules, "name_of", program.facts)
+        # `name_of` (with `last_name_of`) and `within` rows are made only for a policy whose rules read them
+        # (a row per id otherwise)
+        self.uses_names = any(reads(program.rules, r, program.facts) for r in ("name_of", "last_name_of"))
         self.uses_within = reads(program.rules, "within", program.facts)
         self.facts: dict[str, set[Row]] = {}  # the base facts the backend holds, by relation
         self.inventory: Inventory  # what exists; these three are made by refresh
@@ -130,7 +131,7 @@ class LoadedWorld:
         self.version += 1
         if self.uses_names and added:
             ids = {v for rows in added.values() for row in rows for v in row}
-            added = {**added, "name_of": name_rows(ids) | set(added.get("name_of", ()))}
+            added = {**added, **{r: rows | set(added.get(r, ())) for r, rows in names_of(ids).items()}}
         for relation, rows in removed.items():
             rows = rows & self.facts.get(relation, set())
             if rows:

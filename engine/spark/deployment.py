@@ -53,7 +53,7 @@ class Deployment:
             universe = self.existing.select("entity").union(named.select("entity")).distinct()
             relations["matches"] = matches_frame(self, universe)
         program = compile_policy(self.vocabulary.policy)
-        if reads(program.rules, "name_of", program.facts):
+        if any(reads(program.rules, r, program.facts) for r in ("name_of", "last_name_of")):
             ids = (
                 self.existing.select(F.col("entity").alias("id"))
                 .union(named.select(F.col("entity").alias("id")))
@@ -65,6 +65,10 @@ class Deployment:
             names = ids.distinct().select("id", F.expr("substring(id, instr(id, ':') + 1)").alias("name"))
             relations["name_of"] = names.select(*relation_columns("id", "name"))
             values = values.union(names.select(F.col("name").alias("value")))  # their codes are checked too
+            last = ids.distinct().select("id", self.vocabulary.last_name(F.col("id")).alias("name"))
+            last = last.where(F.col("name").isNotNull() & (F.col("name") != ""))
+            relations["last_name_of"] = last.select(*relation_columns("id", "name"))
+            values = values.union(last.select(F.col("name").alias("value")))
         if reads(program.rules, "within", program.facts):
             granted = self.grants.select("entity").distinct().where(~F.col("entity").rlike(r"[*?]"))
             chains = granted.select("entity", F.explode(self.vocabulary.chain(F.col("entity"))).alias("up"))

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from pyspark.sql import Column
 
 
+_ENCLOSED = {"namespace": 1, "application": 2}  # the parts of a name that name what encloses it
+
+
 class IdForms:
     """A policy's entity types and operations, and CDAP's id forms, as Spark column expressions."""
 
@@ -83,6 +86,18 @@ class IdForms:
         for above in {chain[0] for chain in self.above.values() if chain}:
             types = [t for t, chain in self.above.items() if chain and chain[0] == above]
             out = F.when(kind.isin(*types), self._enclosing(value, above)).otherwise(out)
+        return out
+
+    def last_name(self, value: Column) -> Column:
+        """An entity's name within what encloses it (engine.facts.last_name_rows), or null for a
+        principal's id."""
+        from pyspark.sql import functions as F
+
+        kind, name = self.entity_type(value), self.name(value)
+        out = F.lit(None).cast("string")
+        for depth, pattern in ((0, r"(?s)^(.*)$"), (1, r"(?s)^[^.]*\.(.*)$"), (2, r"(?s)^[^.]*\.[^.]*\.(.*)$")):
+            types = [t for t, chain in self.above.items() if _ENCLOSED.get(chain[0] if chain else "", 0) == depth]
+            out = F.when(kind.isin(*types), F.regexp_extract(name, pattern, 1)).otherwise(out)
         return out
 
     def chain(self, value: Column) -> Column:

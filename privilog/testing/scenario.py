@@ -224,6 +224,8 @@ class ScenarioRunner:
             members=world.members | added.members,
             admins=set(world.admins),
             instance=world.instance,
+            config=dict(world.config),  # the file's settings and owners stay: a case adds grants, not a deployment
+            owners=dict(world.owners),
         )
 
 

@@ -130,6 +130,7 @@ WITHOUT_GRANT = (
     "the requester is $owner",  # the owner argument's name is the requester's name, exactly
     "in namespace system",  # the entity lies in namespace `system`
     "$dataset_type in namespace system",  # CDAP's own dataset types
+    "$artifact in namespace system",  # a system artifact, read with no check
 )
 
 
@@ -474,7 +475,7 @@ class TableWorld:
             return owner is not None and owner.partition(":")[2] == principal.partition(":")[2]
         if condition == "in namespace system":
             return "namespace:system" in (entity, *ancestors(entity))
-        value = one(args, "dataset_type")
+        value = one(args, condition.split()[0][1:])  # "$dataset_type ...", "$artifact ...": that argument
         return value is not None and "namespace:system" in ancestors(value)
 
     def breakers(self, conjunct: Conjunct, entity: str, args: Args) -> list[frozenset[Need]]:

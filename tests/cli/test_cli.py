@@ -64,7 +64,7 @@ def test_an_arg_given_again_is_a_list(capsys: pytest.CaptureFixture[str], tmp_pa
     assert code == 0 and json.loads(out)["request"]["args"]["datasets"] == ["dataset:ns1.d$Inner"]
     code, out, _ = run(capsys, "why", *base, "--arg", "datasets=dataset:ns1.e")
     assert code == 1
-    assert "ADMIN on every $datasets: UNMET" in out
+    assert "ADMIN on every $datasets or by impersonated: UNMET" in out
     assert "user:u lacks it on 1 of 2 entities: dataset:ns1.e" in out
     assert "grant ADMIN on dataset:ns1.e to user:u" in out
     code, _, err = run(capsys, "check", *base, "--arg", "artifact=artifact:ns1.other")

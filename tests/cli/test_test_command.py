@@ -574,3 +574,28 @@ def test_the_conformance_report_names_a_row_the_served_answer_differs_on(monkeyp
     assert problems[0] == (
         "user:alice dataset.read dataset:ns1.sales.2024: check() allows, but decide() denies (the engine disagrees with itself)"
     )
+
+
+def test_a_case_adding_grants_keeps_the_worlds_owners_and_config(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A case's `grants:` add to the file's world: its `owners:` and `config:` stay (they were dropped)."""
+    scenario = tmp_path / "owners.yaml"
+    scenario.write_text(
+        "policy: cdap-5.1\n"
+        "world:\n"
+        "  entities: [namespace:ns1, dataset:system.meta]\n"
+        "  owners: {namespace:ns1: kerberosprincipal:alice}\n"
+        "  config: {master_user: user:cdap}\n"
+        "cases:\n"
+        "  - name: the owner reads its namespace, a grant added elsewhere\n"
+        "    grants: [[user:bob, READ, namespace:ns1]]\n"
+        "    request: {principal: user:alice, operation: namespace.get, entity: namespace:ns1}\n"
+        "    expect: allow\n"
+        "  - name: the master user, a grant added elsewhere\n"
+        "    grants: [[user:bob, READ, namespace:ns1]]\n"
+        "    request: {principal: user:cdap, operation: dataset.drop, entity: dataset:system.meta}\n"
+        "    expect: allow\n"
+    )
+    code, out, _ = run(capsys, "test", str(scenario))
+    assert (code, out.splitlines()[-1]) == (0, "2 passed, 0 failed")

@@ -78,3 +78,28 @@ def test_the_store_refuses_a_world_with_owners(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "not `owners:` (1 owned entities)" in done.stderr and done.stderr.count("\n") == 1
+
+
+TYPES = {
+    "entities": ["namespace:system", "namespace:ns1", "dataset_type:system.table", "dataset_type:system.kvTable",
+                 "dataset_type:ns1.kvTable", "dataset_type:ns1.Custom", "dataset:system.Meta"],
+    "grants": [["user:alice", "ADMIN", "dataset:ns1.new"]],
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_dataset_type_named_anywhere_resolves_to_cdaps_own_by_its_last_name(backend: str) -> None:
+    """cdap-5.1 (DatasetInstanceService.getTypeInfo): a type of a system type's name needs no privilege in
+    whichever namespace it is named, there or not (issue 37, behaviour 4); `last_name_of` finds it."""
+    authz = authorizer(TYPES, backend)
+
+    def create(kind: str) -> bool:
+        return authz.decide(authz.request("user:alice", "dataset.create", "dataset:ns1.new", {"dataset_type": kind}))
+
+    assert create("dataset_type:system.table") and create("dataset_type:ns1.table"), "not in ns1: system's"
+    assert create("dataset_type:ns1.kvTable"), "in ns1 and unreadable: system's"
+    assert create("dataset_type:ns9.table"), "a namespace the world does not name"
+    assert not create("dataset_type:ns1.Custom"), "a custom type needs a privilege"
+    assert not create("dataset_type:ns1.Meta"), "a dataset of namespace system is no type"
+    decision = authz.check(authz.request("user:alice", "dataset.create", "dataset:ns1.new", {"dataset_type": "dataset_type:ns1.table"}))
+    assert decision.allowed and ("system_type",) in [o.by for o in decision.outcomes]

@@ -161,6 +161,12 @@ def test_impact_is_the_whole_redecision(name: str, data: st.DataObject, tmp_path
 def test_the_shipped_policies_are_bounded_and_the_others_say_why_not(tmp_path: Path) -> None:
     for name in SHIPPED:
         found = locality(dsl.load_policy(name))
+        if name == "cdap-5.1":
+            # Impersonation (issue 37): a deploy is decided on its owner's grants, another principal's
+            # than the requester's, which the analysis cannot place yet: a change's reach is everything
+            # (correct, and what `whatif` and the watch feed then assume). docs/design/cdap-5.1-last.md.
+            assert not found.bounded and "`name_of` of an id not tied to the request" in found.why, found
+            continue
         assert found.bounded and not found.held_anywhere, (name, found)
     assert locality(_policy("cdap-plus-admin", tmp_path)).held_anywhere
     frozen = locality(_policy("cdap-plus-frozen", tmp_path))

@@ -813,3 +813,20 @@ def test_a_policys_own_deny_rules_are_named_in_the_decisions(
     for principal, operation, entity, _ in requests:
         decision = reference.check(reference.request(principal, operation, entity))
         assert rows[(principal, entity)]["denied_by"] == sorted(d.at for d in decision.denied_by)
+
+
+def test_a_dataset_type_resolved_by_its_last_name_decides_as_the_reference_decides(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cdap-5.1's `last_name_of`: a type of a system type's name needs no privilege in any namespace."""
+    policy = Path(__file__).parents[2] / "rules" / "cdap-5.1.policy"
+    world = {
+        "entities": ["dataset_type:system.table", "dataset_type:ns1.kvTable", "dataset_type:ns1.Custom", "dataset:system.Meta"],
+        "grants": [["user:alice", "ADMIN", "dataset:ns1.new"]],
+    }
+    kind = '{"dataset_type": "dataset_type:%s"}'
+    requests = [
+        ("user:alice", "dataset.create", "dataset:ns1.new", kind % t)
+        for t in ("system.table", "ns1.table", "ns9.table", "ns1.Custom", "ns1.Meta", "ns1.kvTable")
+    ]
+    assert _decisions_under(tmp_path, capsys, policy, world, requests) == ["allow", "allow", "allow", "deny", "deny", "deny"]
