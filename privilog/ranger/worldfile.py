@@ -16,7 +16,10 @@ import yaml
 from privilog.dsl.errors import PrivilogError
 from privilog.dsl.files import read_world_text, write_atomically
 from privilog.engine.world import World, WorldError, load_world, world_from_data
+from privilog.ranger.servicedef import ACCESSES
 from privilog.ranger.translate import RELATIONS, Facts, no_facts
+
+ACTIONS = tuple(ACCESSES.values())  # CDAP's actions: what a grant of the world may name (and ALL)
 
 
 def _checked_facts(value: Any, where: str) -> Facts:
@@ -45,12 +48,12 @@ def read_world(path: str | Path) -> tuple[World, Facts]:
     if isinstance(data, dict) and "facts" in data:
         facts = _checked_facts(data.pop("facts"), str(path))
         try:
-            world = world_from_data(data, ())
+            world = world_from_data(data, ACTIONS)
         except PrivilogError as error:
             raise WorldError(f"{path}: {error}") from None
         world.path = None
         return world, facts
-    world = load_world(path, ())
+    world = load_world(path, ACTIONS)
     held = getattr(world, "facts", None)  # a World that reads `facts:` itself (wt-facts)
     facts = no_facts()
     if held:

@@ -12,9 +12,9 @@ import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from privilog.engine.ids import PROGRAM_KINDS, EntityId
 from privilog.engine.patterns import matches, parse_pattern
+
 from privilog.ranger.globs import derivative, glob_matches, program_pieces
 from privilog.ranger.translate import pieces
 
