@@ -21,7 +21,17 @@ from privilog.engine.world import World
 from privilog.ranger.globs import ANY
 from privilog.ranger.importing import Refused
 from privilog.ranger.servicedef import ACCESS_OF, LEVEL_OF_TYPE, path_to
-from privilog.ranger.translate import GRANT_LABEL, PUBLIC, Facts, Level, Policy, pieces, policy_facts, policy_json
+from privilog.ranger.translate import (
+    GRANT_LABEL,
+    PUBLIC,
+    Facts,
+    Level,
+    Policy,
+    pieces,
+    policy_facts,
+    policy_json,
+    read_policy,
+)
 
 Piece = tuple[str, ...]
 
@@ -193,13 +203,21 @@ def grant_policies(world: World, first_id: int) -> tuple[list[Policy], list[str]
         except ValueError as error:
             refusals.append(f"grants on {entity}: {error}")
             continue
-        policies.append(Policy(
+        if levels[0].values != (world.instance,):
+            refusals.append(f"grants on {entity}: not this world's instance `{world.instance}`")
+            continue
+        policy = Policy(
             id=first_id + offset,
             name=f"privilog grant: {entity}",
             levels=levels,
             items={("allow", p, a) for p, a in by_entity[entity]},
             labels=(GRANT_LABEL,),
-        ))
+        )
+        _, reasons = read_policy(policy_json(policy, "check"))
+        if reasons:
+            refusals.append(f"grants on {entity}: as a Ranger policy: {reasons[0]}")
+            continue
+        policies.append(policy)
     return policies, refusals
 
 
