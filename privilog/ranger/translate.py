@@ -378,7 +378,7 @@ def policy_json(policy: Policy, service: str) -> dict[str, Any]:
         order = tuple(a for a in ACCESSES.values() if a in actions)
         groups.setdefault((kind, order, delegate), []).append(principal)
     kind_order = list(ITEM_KINDS.values())
-    for (kind, actions, delegate), principals in sorted(
+    for (kind, granted, delegate), principals in sorted(
         groups.items(), key=lambda kv: (kind_order.index(kv[0][0]), kv[0][1], kv[0][2])
     ):
         users = sorted(p.partition(":")[2] for p in principals if p.startswith("user:"))
@@ -387,7 +387,7 @@ def policy_json(policy: Policy, service: str) -> dict[str, Any]:
             groups_ = sorted([*groups_, PUBLIC])
         roles = sorted(p.partition(":")[2] for p in principals if p.startswith("role:"))
         lists[ITEM_LIST_OF[kind]].append({
-            "accesses": [{"type": ACCESS_OF[a], "isAllowed": True} for a in actions],
+            "accesses": [{"type": ACCESS_OF[a], "isAllowed": True} for a in granted],
             "users": users,
             "groups": groups_,
             "roles": roles,
