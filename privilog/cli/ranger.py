@@ -68,7 +68,11 @@ def cmd_import(args: argparse.Namespace) -> int:
         done = import_ranger(export, args.export, roles, args.roles or "", base, members, args.instance)
     except Refused as error:
         return _refused("import", error.lines)
-    write_world(done.world, done.facts, args.output)
+    try:
+        write_world(done.world, done.facts, args.output)
+    except OSError as error:
+        print(f"privilog: ranger import: cannot write {args.output}: {error.strerror or error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     summary = done.summary()
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -109,9 +113,14 @@ def cmd_export(args: argparse.Namespace) -> int:
         doc, roles, summary = export_ranger(world, facts, args.service)
     except Refused as error:
         return _refused("export", error.lines)
-    write_atomically(Path(args.output), json.dumps(doc, indent=2) + "\n", "Ranger export")
-    if args.roles:
-        write_atomically(Path(args.roles), json.dumps(roles, indent=2) + "\n", "Ranger roles export")
+    for path, content, what in ((args.output, doc, "Ranger export"), (args.roles, roles, "Ranger roles export")):
+        if path is None:
+            continue
+        try:
+            write_atomically(Path(path), json.dumps(content, indent=2) + "\n", what)
+        except OSError as error:
+            print(f"privilog: ranger export: cannot write {path}: {error.strerror or error}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

@@ -245,7 +245,11 @@ def _items(raw: dict[str, Any], refuse: list[str]) -> tuple[set[tuple[str, str, 
                     if principal is not None:
                         principals.append(principal)
             actions = []
-            for access in item.get("accesses") or []:
+            accesses = item.get("accesses") or []
+            if not isinstance(accesses, list):
+                refuse.append(f"`accesses` of an item of `{key}` is not a list")
+                accesses = []
+            for access in accesses:
                 kind_of = access.get("type") if isinstance(access, dict) else None
                 if kind_of not in ACCESSES:
                     refuse.append(f"unknown access type {kind_of!r} (CDAP's are {', '.join(ACCESSES)})")

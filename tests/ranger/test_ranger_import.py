@@ -307,3 +307,19 @@ def test_a_bad_file_is_one_line(tmp_path: Path) -> None:
 def test_an_empty_world_when_no_base() -> None:
     done = import_ranger(_export(_policy(1, "x", {"instance": "cdap", "namespace": "a"})))
     assert done.world.grants == set() and done.world.entities == set() and isinstance(done.world, World)
+
+
+def test_an_unwritable_output_and_malformed_items_are_one_line_each(tmp_path: Path) -> None:
+    (tmp_path / "export.json").write_text(json.dumps(_export(_policy(1, "x", {"instance": "cdap"}))))
+    done = _run("import", "export.json", "-o", "missing/out.yaml", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.splitlines() == [
+        "privilog: ranger import: cannot write missing/out.yaml: No such file or directory"]
+    odd = _policy(2, "odd", {"instance": "cdap"})
+    odd["policyItems"] = [{"accesses": "read", "users": "bob"}]
+    (tmp_path / "odd.json").write_text(json.dumps(_export(odd)))
+    done = _run("import", "odd.json", "-o", "out.yaml", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[:2] == [
+        "privilog: ranger import: policy 2 'odd': `users` of an item of `policyItems` is not a list",
+        "privilog: ranger import: policy 2 'odd': `accesses` of an item of `policyItems` is not a list",
+    ]
