@@ -253,6 +253,9 @@ def export_ranger(world: World, facts: Facts, service: str) -> tuple[dict[str, A
     refusals: list[str] = []
     policies: list[Policy] = []
     keys = sorted({row[0] for row in facts.get("ranger_policy", ())}, key=_order)
+    named = {row[0] for relation, rows in facts.items() if relation != "ranger_user" for row in rows if row}
+    orphans = named - set(keys)
+    refusals.extend(f"{key}: has rows but no ranger_policy row: cannot be exported" for key in sorted(orphans))
     for key in keys:
         try:
             policies.append(rebuild(key, facts, world.instance))

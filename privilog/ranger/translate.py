@@ -284,6 +284,8 @@ def _levels(raw: dict[str, Any], refuse: list[str]) -> list[Level] | None:
             refuse.append(f"resource `{name}` has no list of `values`")
             return None
         excludes = spec.get("isExcludes") is True
+        if not isinstance(spec.get("isExcludes", False), bool):
+            refuse.append(f"`isExcludes` of `{name}` is {spec.get('isExcludes')!r}, not true or false")
         before = len(refuse)
         if excludes and name == "instance":
             refuse.append("`isExcludes` on `instance` (Ranger Admin refuses it: the service def does not support it)")

@@ -229,3 +229,11 @@ def test_the_world_file_is_read_back(tmp_path: Path) -> None:
     write_world(done.world, done.facts, tmp_path / "w.yaml")
     world, facts = read_world(tmp_path / "w.yaml")
     assert facts == done.facts and world.members == done.world.members
+
+
+def test_rows_of_a_policy_without_its_ranger_policy_row_are_refused() -> None:
+    done = import_ranger(EXPORT)
+    done.facts["ranger_policy"] = {row for row in done.facts["ranger_policy"] if row[0] != "policy 117"}
+    with pytest.raises(Refused) as refused:
+        export_ranger(done.world, done.facts, "cdap")
+    assert refused.value.lines == ["policy 117: has rows but no ranger_policy row: cannot be exported"]
