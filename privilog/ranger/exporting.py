@@ -24,6 +24,7 @@ from privilog.ranger.servicedef import ACCESS_OF, LEVEL_OF_TYPE, path_to
 from privilog.ranger.translate import (
     GRANT_LABEL,
     PUBLIC,
+    RELATIONS,
     Facts,
     Level,
     Policy,
@@ -90,7 +91,7 @@ def _cover(found: set[Piece], level: str) -> list[str] | None:
 
 def _rows_of(facts: Facts, key: str) -> Facts:
     return {relation: {row for row in rows if row and row[0] == key} for relation, rows in facts.items()
-            if relation != "ranger_user"}
+            if relation in RELATIONS and relation != "ranger_user"}
 
 
 def rebuild(key: str, facts: Facts, instance: str) -> Policy:
@@ -253,7 +254,8 @@ def export_ranger(world: World, facts: Facts, service: str) -> tuple[dict[str, A
     refusals: list[str] = []
     policies: list[Policy] = []
     keys = sorted({row[0] for row in facts.get("ranger_policy", ())}, key=_order)
-    named = {row[0] for relation, rows in facts.items() if relation != "ranger_user" for row in rows if row}
+    named = {row[0] for relation, rows in facts.items() if relation in RELATIONS and relation != "ranger_user"
+             for row in rows if row}
     orphans = named - set(keys)
     refusals.extend(f"{key}: has rows but no ranger_policy row: cannot be exported" for key in sorted(orphans))
     for key in keys:
