@@ -41,14 +41,18 @@ def cmd_import(args: argparse.Namespace) -> int:
     from privilog.engine.ids import IdError
     from privilog.engine.world import World
     from privilog.ranger.importing import Refused, import_ranger, members_file, read_json
+    from privilog.ranger.translate import RELATIONS
     from privilog.ranger.worldfile import read_world, write_world
 
     export = read_json(args.export, "Ranger export")
     roles = read_json(args.roles, "Ranger roles export") if args.roles else None
+    kept: dict[str, set[tuple[str, ...]]] = {}
     if args.world:
         base, facts = read_world(args.world)
-        if any(facts.values()):
-            print(f"privilog: ranger import: {args.world}: its facts: are replaced by the export's", file=sys.stderr)
+        if any(rows for relation, rows in facts.items() if relation in RELATIONS):
+            print(f"privilog: ranger import: {args.world}: its ranger_* facts are replaced by the export's",
+                  file=sys.stderr)
+        kept = {relation: rows for relation, rows in facts.items() if relation not in RELATIONS}
     else:
         base = World()
     if args.instance is not None:
@@ -68,6 +72,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         done = import_ranger(export, args.export, roles, args.roles or "", base, members, args.instance)
     except Refused as error:
         return _refused("import", error.lines)
+    done.facts.update(kept)  # the base world's other facts stay
     try:
         write_world(done.world, done.facts, args.output)
     except OSError as error:

@@ -323,3 +323,14 @@ def test_an_unwritable_output_and_malformed_items_are_one_line_each(tmp_path: Pa
         "privilog: ranger import: policy 2 'odd': `users` of an item of `policyItems` is not a list",
         "privilog: ranger import: policy 2 'odd': `accesses` of an item of `policyItems` is not a list",
     ]
+
+
+def test_a_base_worlds_other_facts_stay_and_its_ranger_facts_are_replaced(tmp_path: Path) -> None:
+    (tmp_path / "base.yaml").write_text(
+        "instance: cdap\nfacts:\n  blocked: [['user:eve']]\n  ranger_policy: [['policy 99', old]]\n")
+    (tmp_path / "export.json").write_text(json.dumps(_export(_policy(1, "x", {"instance": "cdap"}))))
+    done = _run("import", "export.json", "--world", "base.yaml", "-o", "out.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "base.yaml: its ranger_* facts are replaced by the export's" in done.stderr
+    _, facts = read_world(tmp_path / "out.yaml")
+    assert facts["blocked"] == {("user:eve",)} and facts["ranger_policy"] == {("policy 1", "x")}
