@@ -326,6 +326,9 @@ def read_policy(raw: Any) -> tuple[Policy | None, list[str]]:
     name = raw.get("name")
     if not isinstance(name, str):
         refuse.append("has no `name`")
+    elif not re.fullmatch(r"[^\x00-\x1f\x7f]{1,1000}", name):
+        refuse.append("its name is empty, longer than 1000 characters or holds control characters (a fact's value "
+                      "cannot)")
     policy_type = raw.get("policyType", 0)
     if policy_type in (1, 2):
         refuse.append(f"is a {'masking' if policy_type == 1 else 'row filter'} policy (policyType {policy_type}): "
