@@ -381,15 +381,12 @@ def policy_json(policy: Policy, service: str) -> dict[str, Any]:
     for kind in ("allow",):
         for principal in policy.delegates:
             by_kind.setdefault((kind, principal), set())
-    groups: dict[tuple[str, tuple[str, ...], bool], list[str]] = {}
-    for (kind, principal), actions in by_kind.items():
-        delegate = kind == "allow" and principal in policy.delegates
-        order = tuple(a for a in ACCESSES.values() if a in actions)
-        groups.setdefault((kind, order, delegate), []).append(principal)
     kind_order = list(ITEM_KINDS.values())
-    for (kind, granted, delegate), principals in sorted(
-        groups.items(), key=lambda kv: (kind_order.index(kv[0][0]), kv[0][1], kv[0][2])
-    ):
+    for (kind, principal), actions in sorted(by_kind.items(), key=lambda kv: (kind_order.index(kv[0][0]), kv[0][1])):
+        # an item per principal: its accesses, and whether it is a delegate admin
+        delegate = kind == "allow" and principal in policy.delegates
+        granted = tuple(a for a in ACCESSES.values() if a in actions)
+        principals = [principal]
         users = sorted(p.partition(":")[2] for p in principals if p.startswith("user:"))
         groups_ = sorted(p.partition(":")[2] for p in principals if p.startswith("group:"))
         if PUBLIC in principals:
