@@ -89,14 +89,20 @@ def _cover(found: set[Piece], level: str) -> list[str] | None:
     return sorted(chosen)
 
 
-def _rows_of(facts: Facts, key: str) -> Facts:
-    return {relation: {row for row in rows if row and row[0] == key} for relation, rows in facts.items()
-            if relation in RELATIONS and relation != "ranger_user"}
+def by_policy(facts: Facts) -> dict[str, Facts]:
+    """Each policy's rows of the ``ranger_*`` relations (but ``ranger_user``), by its key."""
+    out: dict[str, Facts] = {}
+    for relation, rows in facts.items():
+        if relation not in RELATIONS or relation == "ranger_user":
+            continue
+        for row in rows:
+            if row:
+                out.setdefault(row[0], {}).setdefault(relation, set()).add(row)
+    return out
 
 
-def rebuild(key: str, facts: Facts, instance: str) -> Policy:
-    """The policy whose translation is exactly ``key``'s rows; :class:`ValueError` saying why there is none."""
-    mine = _rows_of(facts, key)
+def rebuild(key: str, mine: Facts, instance: str) -> Policy:
+    """The policy whose translation is exactly ``mine``, ``key``'s rows; :class:`ValueError` saying why none is."""
     match = re.fullmatch(r"policy (\d+)", key)
     if match is None:
         raise ValueError("its key is not `policy ID`")
@@ -254,13 +260,12 @@ def export_ranger(world: World, facts: Facts, service: str) -> tuple[dict[str, A
     refusals: list[str] = []
     policies: list[Policy] = []
     keys = sorted({row[0] for row in facts.get("ranger_policy", ())}, key=_order)
-    named = {row[0] for relation, rows in facts.items() if relation in RELATIONS and relation != "ranger_user"
-             for row in rows if row}
-    orphans = named - set(keys)
+    rows = by_policy(facts)
+    orphans = set(rows) - set(keys)
     refusals.extend(f"{key}: has rows but no ranger_policy row: cannot be exported" for key in sorted(orphans))
     for key in keys:
         try:
-            policies.append(rebuild(key, facts, world.instance))
+            policies.append(rebuild(key, rows[key], world.instance))
         except ValueError as error:
             refusals.append(f"{key}: cannot be exported: {error}")
     first = max((p.id for p in policies), default=0) + 1
