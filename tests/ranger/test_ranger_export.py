@@ -48,7 +48,7 @@ def items(draw: Any) -> list[dict[str, Any]]:
     out = []
     for _ in range(draw(st.integers(0, 2))):
         out.append({
-            "accesses": [{"type": a, "isAllowed": draw(st.booleans()) or True}
+            "accesses": [{"type": a, "isAllowed": draw(st.booleans())}
                          for a in draw(st.lists(st.sampled_from(ACCESS), max_size=3, unique=True))],
             "users": draw(st.lists(st.sampled_from(["alice", "bob", "{USER}"]), max_size=2, unique=True)),
             "groups": draw(st.lists(st.sampled_from(["analysts", "public"]), max_size=2, unique=True)),
