@@ -15,7 +15,7 @@ import yaml
 
 from privilog.dsl.errors import PrivilogError
 from privilog.dsl.files import read_world_text, write_atomically
-from privilog.engine.world import World, WorldError, load_world, world_from_data
+from privilog.engine.world import World, WorldError, WorldFile, load_world, world_from_data
 from privilog.ranger.servicedef import ACCESSES
 from privilog.ranger.translate import RELATIONS, Facts, no_facts
 
@@ -77,5 +77,10 @@ def world_text(world: World, facts: Facts) -> str:
 
 
 def write_world(world: World, facts: Facts, path: str | Path) -> None:
-    """Write the world and its facts to ``path`` atomically (in full)."""
-    write_atomically(Path(path), world_text(world, facts), "world")
+    """Write the world and its facts to ``path`` atomically (in full), under the file's lock; a change log
+    left beside an earlier file of that name is removed (the world written is the whole truth), as
+    ``save_world`` does."""
+    file = WorldFile(Path(path))
+    with file.locked():
+        write_atomically(file.path, world_text(world, facts), "world")
+        file.remove_log()

@@ -334,3 +334,14 @@ def test_a_base_worlds_other_facts_stay_and_its_ranger_facts_are_replaced(tmp_pa
     assert "base.yaml: its ranger_* facts are replaced by the export's" in done.stderr
     _, facts = read_world(tmp_path / "out.yaml")
     assert facts["blocked"] == {("user:eve",)} and facts["ranger_policy"] == {("policy 1", "x")}
+
+
+def test_a_change_log_left_beside_the_output_is_removed(tmp_path: Path) -> None:
+    """The world written is the whole truth: an earlier file's log would otherwise be replayed over it."""
+    (tmp_path / "out.yaml").write_text("instance: cdap\n")
+    (tmp_path / "out.yaml.log").write_text('{"kind": "grant"}\n')
+    (tmp_path / "export.json").write_text(json.dumps(_export(_policy(1, "x", {"instance": "cdap"}))))
+    done = _run("import", "export.json", "-o", "out.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "out.yaml.log").exists()
+    assert read_world(tmp_path / "out.yaml")[1]["ranger_policy"] == {("policy 1", "x")}
