@@ -116,8 +116,15 @@ def role_members(doc: Any, where: str, warnings: list[str]) -> set[tuple[str, st
             warnings.append(f"role {role['name']!r} is disabled: its members are not imported")
             continue
         for field_name, kind in (("users", "user"), ("groups", "group"), ("roles", "role")):
-            for member in role.get(field_name) or []:
+            listed = role.get(field_name) or []
+            if not isinstance(listed, list):
+                problems.append(f"{where}: role {role['name']!r}: `{field_name}` is not a list")
+                continue
+            for member in listed:
                 name = member.get("name") if isinstance(member, dict) else member
+                if not isinstance(name, str):
+                    problems.append(f"{where}: role {role['name']!r}: a member of `{field_name}` has no name")
+                    continue
                 try:
                     out.add(check_membership(parse_principal(f"{kind}:{name}"), group))
                 except IdError as error:

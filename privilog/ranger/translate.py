@@ -251,7 +251,7 @@ def _items(raw: dict[str, Any], refuse: list[str]) -> tuple[set[tuple[str, str, 
                 accesses = []
             for access in accesses:
                 kind_of = access.get("type") if isinstance(access, dict) else None
-                if kind_of not in ACCESSES:
+                if not isinstance(kind_of, str) or kind_of not in ACCESSES:
                     refuse.append(f"unknown access type {kind_of!r} (CDAP's are {', '.join(ACCESSES)})")
                     continue
                 if access.get("isAllowed", True) is True:

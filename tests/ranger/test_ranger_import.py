@@ -15,6 +15,9 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from privilog.dsl.errors import PrivilogError
 from privilog.engine.world import World
 
 from privilog.ranger.importing import Imported, Refused, import_ranger
@@ -345,3 +348,59 @@ def test_a_change_log_left_beside_the_output_is_removed(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert not (tmp_path / "out.yaml.log").exists()
     assert read_world(tmp_path / "out.yaml")[1]["ranger_policy"] == {("policy 1", "x")}
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2, 3) | st.text("ab*?{}.:$ ", max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["values", "type", "name", "x"]),
+                                                                inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            found += _paths(inner, (*prefix, key))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            found += _paths(inner, (*prefix, index))
+    return found
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_a_broken_export_is_refused_in_lines_never_a_crash(data: st.DataObject) -> None:
+    """Any part of a policy replaced by any JSON value: imported, or refused with reasons (fail closed)."""
+    raw = copy.deepcopy(data.draw(st.sampled_from(EXPORT["policies"])))
+    path = data.draw(st.sampled_from(_paths(raw)[1:]))
+    target = raw
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = data.draw(json_values)
+    try:
+        import_ranger(_export(raw))
+    except Refused as error:
+        assert error.lines and all("\n" not in line for line in error.lines)
+    except PrivilogError as error:
+        assert "\n" not in str(error)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_a_broken_roles_export_is_refused_in_lines_never_a_crash(data: st.DataObject) -> None:
+    roles = copy.deepcopy(ROLES)
+    path = data.draw(st.sampled_from(_paths(roles)[1:]))
+    target = roles
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = data.draw(json_values)
+    try:
+        done = import_ranger(_export(), roles=roles)
+    except Refused as error:
+        assert error.lines and all("\n" not in line for line in error.lines)
+    except PrivilogError as error:
+        assert "\n" not in str(error)
+    else:
+        assert all(m.partition(":")[2] not in ("None", "") for pair in done.world.members for m in pair)
