@@ -404,3 +404,11 @@ def test_a_broken_roles_export_is_refused_in_lines_never_a_crash(data: st.DataOb
         assert "\n" not in str(error)
     else:
         assert all(m.partition(":")[2] not in ("None", "") for pair in done.world.members for m in pair)
+
+
+def test_the_briefs_cross_product_example() -> None:
+    raw = _policy(5, "fin and hr sales", {"instance": "cdap", "namespace": ["fin*", "hr"], "dataset": ["sales_*"]})
+    done = import_ranger(_export(raw))
+    assert resources(done, 5) == (
+        {"dataset:fin*.sales_*", "dataset:hr.sales_*"}, {"instance:cdap", "namespace:fin*", "namespace:hr"}, set()
+    )
