@@ -25,8 +25,8 @@ IMPORT_DESCRIPTION = (
 EXPORT_DESCRIPTION = (
     "Write a world's Ranger facts back as a Ranger Admin policies export (each policy rebuilt from its rows, and "
     "checked to import back to exactly them), and its grants as one policy per entity or pattern, labelled "
-    "privilog-grant (the import reads those back as grants). --roles writes the memberships in roles as a Ranger "
-    "roles export."
+    "privilog-grant (import --grants-back reads those back as grants). --roles writes the memberships in roles as a "
+    "Ranger roles export."
 )
 
 
@@ -69,7 +69,8 @@ def cmd_import(args: argparse.Namespace) -> int:
             return EXIT_BAD_INPUT
     members = members_file(read_json(args.members, "members file"), args.members) if args.members else None
     try:
-        done = import_ranger(export, args.export, roles, args.roles or "", base, members, args.instance)
+        done = import_ranger(export, args.export, roles, args.roles or "", base, members, args.instance,
+                             grants_back=args.grants_back)
     except Refused as error:
         return _refused("import", error.lines)
     done.facts.update(kept)  # the base world's other facts stay
@@ -90,7 +91,7 @@ def _say_import(summary: dict[str, Any], output: str) -> None:
     out = sys.stderr
     print(
         f"read {summary['policies']} policies: {summary['imported']} imported as Ranger policies, "
-        f"{summary['grant_policies']} read back as grants (privilog-grant), {summary['disabled']} disabled "
+        f"{summary['grant_policies']} read back as grants (--grants-back), {summary['disabled']} disabled "
         f"(not imported), {summary['other_instance']} of another instance (not imported)",
         file=out,
     )
@@ -159,6 +160,9 @@ def register(sub: Any) -> None:
     q.add_argument("--instance", metavar="NAME",
                    help="the CDAP instance's name the policies' instance values are matched against (default: "
                         "the base world's, else cdap)")
+    q.add_argument("--grants-back", action="store_true",
+                   help="read policies labelled privilog-grant (ranger export made them from a world's grants) back "
+                        "as those grants: decided as grants then, not as Ranger decides (a deny does not remove them)")
     q.add_argument("-o", "--output", metavar="OUT.yaml", required=True, help="the world file to write")
     q.add_argument("--json", action="store_true", help="print the summary as JSON on standard output")
     q.set_defaults(run=cmd_import)

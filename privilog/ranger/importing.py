@@ -3,8 +3,8 @@
 :func:`read_json` reads an export, a roles export or a members file; :func:`import_ranger` does the
 translation: every policy checked (every refusal collected, then :class:`Refused` with all of
 them), each enabled access policy of this instance written as rows (``translate.policy_facts``),
-a policy the export made from grants (labelled ``privilog-grant``, of a grant's shape) read back as
-those grants, the roles' memberships added, and every user named anywhere a ``ranger_user``.
+on request a policy the export made from grants (labelled ``privilog-grant``, of a grant's shape)
+read back as those grants, the roles' memberships added, and every user named anywhere a ``ranger_user``.
 """
 
 from __future__ import annotations
@@ -191,8 +191,15 @@ def import_ranger(
     base: World | None = None,
     members: set[tuple[str, str]] | None = None,
     instance: str | None = None,
+    grants_back: bool = False,
 ) -> Imported:
-    """Translate an export into a world: :class:`Refused` with every reason when any policy is refused."""
+    """Translate an export into a world: :class:`Refused` with every reason when any policy is refused.
+
+    With ``grants_back``, a policy labelled ``privilog-grant`` (``ranger export`` made it from a
+    world's grants) of a grant's shape is read back as those grants, which a policy then decides
+    as grants, not as Ranger would (another policy's deny does not take them away); without it,
+    it is a Ranger policy like any other.
+    """
     world = base if base is not None else World()
     if instance is not None:
         world.instance = instance
@@ -221,7 +228,7 @@ def import_ranger(
                 f"`{instance}`: it is about nothing here, not imported"
             )
             continue
-        if GRANT_LABEL in policy.labels:
+        if GRANT_LABEL in policy.labels and grants_back:
             grants = as_grants(policy, instance)
             if grants is not None:
                 world.grants.update(grants)
@@ -246,6 +253,13 @@ def import_ranger(
             refusals.extend(error.lines)
     if refusals:
         raise Refused(refusals)
+    labelled = sum(1 for raw in raws if isinstance(raw, dict) and raw.get("isEnabled") is not False
+                   and isinstance(raw.get("policyLabels"), list) and GRANT_LABEL in raw["policyLabels"])
+    if labelled and not grants_back:
+        result.warnings.append(
+            f"{labelled} policies labelled {GRANT_LABEL} imported as Ranger policies (--grants-back reads them "
+            "back as the grants they were exported from)"
+        )
     added |= members or set()
     result.members = len(added - world.members)
     world.members |= added

@@ -109,7 +109,8 @@ def _round_trip(done: Imported) -> Imported:
     export, roles, _ = export_ranger(done.world, done.facts, "cdap_test")
     rest = World(entities=set(done.world.entities), admins=set(done.world.admins), instance=done.world.instance)
     rest.members = {m for m in done.world.members if not m[1].startswith("role:")}
-    return import_ranger(json.loads(json.dumps(export)), roles=json.loads(json.dumps(roles)), base=rest)
+    return import_ranger(json.loads(json.dumps(export)), roles=json.loads(json.dumps(roles)), base=rest,
+                         grants_back=True)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -189,7 +190,7 @@ def test_grants_export_as_labelled_policies_and_come_back() -> None:
     program = by_name["privilog grant: program:finance.etl.*.api"]
     assert program["resources"]["program"]["values"] == ["*.api"]
     assert [a["type"] for a in program["policyItems"][0]["accesses"]] == ["read", "write", "execute", "admin"]
-    back = import_ranger(export)
+    back = import_ranger(export, grants_back=True)
     assert back.grants == 2 and back.imported == 0
     expanded = {g for g in world.grants if g.action != "ALL"} | {
         Grant("user:bob", a, parse_pattern("program:finance.etl.*.api")) for a in ("READ", "WRITE", "EXECUTE", "ADMIN")
@@ -237,3 +238,16 @@ def test_rows_of_a_policy_without_its_ranger_policy_row_are_refused() -> None:
     with pytest.raises(Refused) as refused:
         export_ranger(done.world, done.facts, "cdap")
     assert refused.value.lines == ["policy 117: has rows but no ranger_policy row: cannot be exported"]
+
+
+def test_without_grants_back_a_grants_policy_is_a_ranger_policy_like_any_other() -> None:
+    """Read back as grants, a Ranger deny would not take them away: only on request."""
+    world = World()
+    world.grants = {Grant("user:bob", "READ", parse_pattern("dataset:finance.sales_*"))}
+    export, _, _ = export_ranger(world, {}, "cdap")
+    done = import_ranger(export)
+    assert done.world.grants == set() and done.imported == 1 and done.grants == 0
+    key = f"policy {export['policies'][0]['id']}"
+    assert (key, "allow", "user:bob", "READ") in done.facts["ranger_item"]
+    assert (key, "dataset:finance.sales_*") in done.facts["ranger_resource"]
+    assert "1 policies labelled privilog-grant imported as Ranger policies" in done.warnings[0]
