@@ -42,6 +42,8 @@ def _checked_facts(value: Any, where: str) -> Facts:
 def read_world(path: str | Path) -> tuple[World, Facts]:
     """A world file and its ``facts:`` (each of :data:`RELATIONS` present, empty when the file has none)."""
     path = Path(path)
+    if "facts" in World.__dataclass_fields__:  # the engine reads `facts:` itself (wt-facts): its messages place a row
+        return _held(load_world(path, ACTIONS))
     text = read_world_text(path)
     try:
         data = yaml.load(text, Loader=_LOADER)
@@ -55,12 +57,14 @@ def read_world(path: str | Path) -> tuple[World, Facts]:
             raise WorldError(f"{path}: {error}") from None
         world.path = None
         return world, facts
-    world = load_world(path, ACTIONS)
-    held = getattr(world, "facts", None)  # a World that reads `facts:` itself (wt-facts)
+    return _held(load_world(path, ACTIONS))
+
+
+def _held(world: World) -> tuple[World, Facts]:
+    """A world read by the engine, and the facts it holds (none before the engine reads `facts:`)."""
     facts = no_facts()
-    if held:
-        for relation, rows in held.items():
-            facts.setdefault(relation, set()).update(rows)
+    for relation, rows in (getattr(world, "facts", None) or {}).items():
+        facts.setdefault(relation, set()).update(rows)
     return world, facts
 
 
