@@ -159,7 +159,7 @@ def read_world_file(
     replaying changes the file holds already changes nothing.)
     """
     world, following = _read_file(file, actions, bound, name, locked)
-    world.following = following
+    world.following, world.origin = following, name
     return world
 
 

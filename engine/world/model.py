@@ -183,6 +183,8 @@ class World:
     facts: dict[str, frozenset[tuple[str, ...]]] = field(default_factory=dict)
     # the policy's actions, when the world was read for one: a grant of any other is refused
     actions: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    # the name of the file (or folder of tables) the world was read from, as given: for messages
+    origin: str | None = field(default=None, compare=False, repr=False)
     # the YAML text the world was read from (or last saved as): a save edits it in place
     source: str | None = field(default=None, compare=False, repr=False)
     # the file the world was read from, and how much of it and its log (engine.world.following)
