@@ -85,7 +85,7 @@ def load_tables(path: str | Path, actions: Iterable[str]) -> World:
                 world.facts = _fact_tables(Path(path) / FACTS_FOLDER)
     except TableError as error:
         raise WorldError(str(error)) from None
-    world.actions = tuple(actions)
+    world.actions, world.origin = tuple(actions), str(path)
     return world
 
 
