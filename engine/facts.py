@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from privilog.dsl.errors import did_you_mean
 from privilog.engine.analysis import PRELUDE_GIVEN, world_fact_relations
@@ -68,9 +68,14 @@ def fact_patterns(world: World) -> set[EntityId]:
     """Each value of the world's ``facts:`` that is a wildcard entity id (``dataset:fin*.sales_*``):
     it gets ``matches`` rows, as a wildcard grant's pattern does. A value that does not read as
     one (``policy 12``, ``a*b``) is only text."""
+    return given_patterns(world.facts)
+
+
+def given_patterns(facts: Mapping[str, Iterable[Row]]) -> set[EntityId]:
+    """The wildcard entity ids among the values of these facts (:func:`fact_patterns`)."""
     found: set[EntityId] = set()
     seen: set[str] = set()
-    for rows in world.facts.values():
+    for rows in facts.values():
         for row in rows:
             for value in row:
                 if value not in seen and is_pattern(value):
