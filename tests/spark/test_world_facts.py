@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pytest
 import pyspark  # noqa: F401  (the test extra installs it: without it the module fails, it is not skipped)
+import pytest
 from privilog.engine.backends.pydatalog import PyDatalogBackend
 from privilog.engine.facts import world_facts
 
