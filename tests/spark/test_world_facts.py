@@ -27,7 +27,9 @@ policy cleared "a blocklist and clearances given by the world"
 include "cdap"
 relation blocked(principal, entity)
 relation clearance(principal, entity)
+cleared(P, E) :- clearance(P, E).
 cleared(P, E) :- clearance(P, X), matches(E, X).
+denied(R) :- request(R, P, _, E), blocked(P, E).
 denied(R) :- request(R, P, _, E), blocked(P, X), matches(E, X).
 denied(R) :- request(R, P, "dataset.write", E), not cleared(P, E).
 """
