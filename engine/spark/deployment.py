@@ -170,13 +170,14 @@ def encode_deployment(
         relations["config"] = rows.select(*relation_columns("key", "value"))
         values = values.union(rows.select("key")).union(rows.select("value"))
     for relation, given in sorted((facts or {}).items()):
-        rows = sorted(set(given))
-        arity = len(rows[0]) if rows else next((r.arity for r in vocabulary.policy.relations if r.name == relation), 0)
+        listed = sorted(set(given))
+        declared = next((r.arity for r in vocabulary.policy.relations if r.name == relation), 0)
+        arity = len(listed[0]) if listed else declared
         if arity == 0:
-            relations[relation] = spark.range(len(rows[:1])).select()
+            relations[relation] = spark.range(len(listed[:1])).select()
             continue
         columns = [f"v{i}" for i in range(arity)]
-        frame = spark.createDataFrame(rows, ", ".join(f"{c} string" for c in columns))
+        frame = spark.createDataFrame(listed, ", ".join(f"{c} string" for c in columns))
         relations[relation] = frame.select(*relation_columns(*columns))
         for column in columns:
             values = values.union(frame.select(F.col(column).alias("value")))

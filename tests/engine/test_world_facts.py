@@ -1,7 +1,7 @@
 """A world's `facts:` (docs/worlds.md, "Facts of your own relations"): rows of relations the policy
 declares and derives by no rule, read from YAML, JSON and tables, saved back, kept through the
 world file's change log, checked against the policy when an authorizer loads the world, and
-evaluated by every in-memory backend the same (Spark: tests/spark/test_world_facts.py)."""
+evaluated by every in-memory backend the same (Spark: tests/spark/test_facts_in_spark.py)."""
 
 from __future__ import annotations
 
