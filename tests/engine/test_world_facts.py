@@ -286,3 +286,15 @@ def test_whatif_reads_facts_as_static_and_decides_a_change_of_them_whole(policy:
     assert reach(policy, before, changed) is None  # facts changed: decided whole
     lost = impact(policy, before, changed).lost
     assert {(a.principal, str(a.entity)) for a in lost} == {("user:bob", "dataset:ns1.sales_2025")}
+
+
+def test_a_dry_run_keeps_the_facts_on_its_copy(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "cleared.policy").write_text(POLICY)
+    (tmp_path / "world.yaml").write_text(WORLD.replace("  - [user:eve, ALL, \"dataset:ns*.*\"]\n", ""))
+    _, out, err = run(
+        capsys, "whatif", "grant", "user:eve", "READ", "dataset:ns1.sales_2024", "dataset:ns1.hr", "--json",
+        "--world", str(tmp_path / "world.yaml"), "--policy", str(tmp_path / "cleared.policy"),
+    )
+    gained = {(a["operation"], a["entity"]) for a in json.loads(out)["impact"]["gained"]}
+    assert err == "" and ("dataset.read", "dataset:ns1.hr") in gained
+    assert ("dataset.read", "dataset:ns1.sales_2024") not in gained  # her blocked pattern denies it still
