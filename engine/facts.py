@@ -96,17 +96,17 @@ def check_facts(program: Program, world: World) -> None:
     declared = {r.name: r for r in program.policy.relations}
     derived = {r.head.predicate: r for r in program.policy.rules if r.body}
     for relation, rows in sorted(world.facts.items()):
+        if relation in allowed and all(len(row) == declared[relation].arity for row in rows):
+            continue
         where = _fact_place(world, relation)
         if relation in allowed:
             arity = declared[relation].arity
-            wrong = next((row for row in sorted(rows) if len(row) != arity), None)
-            if wrong is not None:
-                columns = ", ".join(declared[relation].columns)
-                raise WorldError(
-                    f"{where}: a `{relation}` fact has {_values(len(wrong))} {list(wrong)}, and the policy declares "
-                    f"`{relation}({columns})`: give each row {_values(arity)}"
-                )
-            continue
+            wrong = min(row for row in rows if len(row) != arity)
+            columns = ", ".join(declared[relation].columns)
+            raise WorldError(
+                f"{where}: a `{relation}` fact has {_values(len(wrong))} {list(wrong)}, and the policy declares "
+                f"`{relation}({columns})`: give each row {_values(arity)}"
+            )
         given = f"{where}: `facts:` gives rows of `{relation}`"
         if relation in PRELUDE_GIVEN:
             raise WorldError(
