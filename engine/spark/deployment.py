@@ -18,12 +18,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from privilog.engine.facts import given_patterns
+from privilog.engine.facts import check_facts, given_patterns
 from privilog.engine.ids import EntityId
 from privilog.engine.patterns import java_regex
 from privilog.engine.program import compile_policy, reads
 from privilog.engine.spark.encoding import relation_columns
 from privilog.engine.spark.ids import IdForms
+from privilog.engine.world import World
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -124,12 +125,14 @@ def encode_deployment(
     config: Mapping[str, tuple[str, ...]],
     patterns: list[EntityId],
     facts: Mapping[str, Iterable[tuple[str, ...]]] | None = None,
+    facts_from: str | None = None,
 ) -> Deployment:
     """The base relations of a deployment's good rows: ``entities`` (entity), ``grants`` (principal,
     action, entity; ``ALL`` is every action), ``members`` (principal, group), the settings, the
     wildcards ``patterns`` (those the grants and the policy name), and a world's ``facts``
     (checked against the policy: ``engine.facts.check_facts``), whose wildcard values are
-    patterns too (``engine.facts.fact_patterns``)."""
+    patterns too (``engine.facts.fact_patterns``), checked against the policy here
+    (``engine.facts.check_facts``; ``facts_from``: where they were read, for its message)."""
     from privilog.engine.spark.session import persist
     from pyspark.sql import functions as F
 
@@ -169,6 +172,9 @@ def encode_deployment(
         rows = spark.createDataFrame(settings, "key string, value string")
         relations["config"] = rows.select(*relation_columns("key", "value"))
         values = values.union(rows.select("key")).union(rows.select("value"))
+    if facts:
+        given_world = World(facts={r: frozenset(map(tuple, rows)) for r, rows in facts.items()}, origin=facts_from)
+        check_facts(compile_policy(vocabulary.policy), given_world)
     for relation, given in sorted((facts or {}).items()):
         listed = sorted(set(given))
         declared = next((r.arity for r in vocabulary.policy.relations if r.name == relation), 0)

@@ -73,12 +73,14 @@ def deployment(
     config: Mapping[str, tuple[str, ...]],
     patterns: list[EntityId],
     facts: Mapping[str, Iterable[tuple[str, ...]]] | None = None,
+    facts_from: str | None = None,
 ) -> Deployment:
     """A deployment's good rows as base relations (:func:`engine.spark.deployment.encode_deployment`),
-    with a world's ``facts:`` (checked against the policy) as the relations they are of."""
+    with a world's ``facts:`` as the relations they are of (checked against the policy: a mismatch is a
+    ``WorldError`` naming ``facts_from``)."""
     from privilog.engine.spark.deployment import encode_deployment
 
-    return encode_deployment(spark, vocabulary, entities, grants, members, config, patterns, facts)
+    return encode_deployment(spark, vocabulary, entities, grants, members, config, patterns, facts, facts_from)
 
 
 def decide(

@@ -43,7 +43,7 @@ from privilog.engine.world.model import (
     check_action,
     check_membership,
 )
-from privilog.engine.world.readers import parse_world, read_config, world_from_data
+from privilog.engine.world.readers import parse_world, read_config, read_facts, world_from_data
 from privilog.engine.world.tables import TABLE_SUFFIX, write_tables
 
 __all__ = [
@@ -64,6 +64,7 @@ __all__ = [
     "parse_located",
     "parse_world",
     "read_config",
+    "read_facts",
     "save_world",
     "world_from_data",
     "write_tables",

@@ -89,6 +89,20 @@ def load_tables(path: str | Path, actions: Iterable[str]) -> World:
     return world
 
 
+def read_facts(path: str | Path) -> dict[str, frozenset[tuple[str, ...]]]:
+    """A world's ``facts:`` from a folder of ``RELATION.csv`` (no header) and ``RELATION.jsonl`` files
+    (the ``facts`` folder of a world of tables, or one given alone: ``privilog pipeline --facts``);
+    a bad row is an error naming its file and line."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise WorldError(f"{folder}: no such folder of facts (one file a relation, such as ranger_item.csv)")
+    try:
+        with _collector_paused():
+            return _fact_tables(folder)
+    except TableError as error:
+        raise WorldError(str(error)) from None
+
+
 def _fact_tables(folder: Path) -> dict[str, frozenset[tuple[str, ...]]]:
     """A world's ``facts`` folder: each relation's rows, a bad one named by its file and line."""
     out: dict[str, frozenset[tuple[str, ...]]] = {}

@@ -1,16 +1,20 @@
 """A world's `facts:` decided by Spark as by the in-memory backends (docs/worlds.md, "Facts of
-your own relations"): the pipeline's deployment carries them as encoded base relations, and a
-wildcard among their values gets `matches` rows, over the inventory and the requests' entities.
+your own relations"): `privilog pipeline decide --facts` carries them into the deployment as
+encoded base relations, and a wildcard among their values gets `matches` rows, over the
+inventory and the requests' entities.
 The in-memory backends are compared in tests/engine/test_world_facts.py."""
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyspark  # noqa: F401  (the test extra installs it: without it the module fails, it is not skipped)
 import pytest
 from privilog.engine.backends.pydatalog import PyDatalogBackend
 from privilog.engine.facts import world_facts
+from privilog.engine.world import write_tables
 
 from privilog import Authorizer, dsl
 from privilog.api import load_world_for
@@ -44,13 +48,14 @@ WORLD = {
 ENTITIES = [*WORLD["entities"], "dataset:ns1.sales_new"]  # and one the requests name that does not exist
 
 
-def test_spark_decides_a_worlds_facts_as_the_compiled_backend(spark: SparkSession) -> None:
+def test_spark_decides_a_worlds_facts_as_the_compiled_backend(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from privilog.engine.spark.backend import SparkBackend
-    from privilog.engine.spark.decide import decide_all
-    from privilog.engine.spark.evaluate import SparkEngine
 
-    from privilog.pipeline.inputs import Vocabulary, check_requests, load_deployment, number_requests
-    from privilog.pipeline.tables import Progress
+    from privilog.cli import main
+    from privilog.pipeline.runs import open_run
+    from privilog.pipeline.show import read_rows
 
     policy = dsl.parse_policy(POLICY, "cleared.policy")
     world = load_world_for(policy, WORLD)
@@ -59,27 +64,28 @@ def test_spark_decides_a_worlds_facts_as_the_compiled_backend(spark: SparkSessio
     expected = {(p, op, e): authz.check(authz.request(p, op, e)).allowed for p, op, e in asked}
     assert sum(expected.values()) >= 3 and not all(expected.values())  # both ways, or the test shows nothing
 
-    # the pipeline: the deployment's tables with the world's facts, every request decided in Spark
-    frames = {
-        "entities": spark.createDataFrame([(e,) for e in WORLD["entities"]], "entity string"),
-        "grants": spark.createDataFrame(
-            [tuple(g) for g in WORLD["grants"]], "principal string, action string, entity string"
-        ),
-        "members": spark.createDataFrame([], "principal string, group string"),
-    }
-    vocabulary = Vocabulary(policy)
-    deployment = load_deployment(
-        spark, vocabulary, frames["entities"], frames["grants"], frames["members"], facts=world.facts
-    )
-    rows = [(p, op, e, "", str(i)) for i, (p, op, e) in enumerate(asked)]
-    log = spark.createDataFrame(
-        rows, "principal string, operation string, entity string, args string, timestamp string"
-    )
-    checked = check_requests(spark, vocabulary, number_requests(log))
-    engine = SparkEngine(authz.program, spark, progress=Progress(quiet=True))
-    decided = decide_all(spark, engine, deployment, checked, Progress(quiet=True))
-    got = {asked[int(r["timestamp"])]: r["decision"] == "allow" for r in decided.table.collect()}
+    # `privilog pipeline decide --facts`: the deployment's tables and a folder of facts, decided in Spark
+    (tmp_path / "cleared.policy").write_text(POLICY)
+    write_tables(world, tmp_path / "world", "csv")  # its facts as world/facts/RELATION.csv
+    with (tmp_path / "requests.csv").open("w", newline="") as file:
+        csv.writer(file).writerows([["principal", "operation", "entity"], *asked])
+    tables = [f"--{t}={tmp_path / 'world' / f'{t}.csv'}" for t in ("entities", "grants", "members")]
+    common = [*tables, f"--requests={tmp_path / 'requests.csv'}", "--policy", str(tmp_path / "cleared.policy")]
+    code = main(["pipeline", "decide", *common, "--facts", str(tmp_path / "world" / "facts"),
+                 "--out", str(tmp_path / "run"), "--out-format", "json", "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    rows = read_rows(open_run(tmp_path / "run"), "decisions", None)
+    got = {(r["principal"], r["operation"], r["entity"]): r["decision"] == "allow" for r in rows}
     assert got == expected
+
+    # facts the policy does not declare: one line naming the folder, exit 2
+    (tmp_path / "world" / "facts" / "blockd.csv").write_text("user:eve,dataset:ns1.hr\n")
+    capsys.readouterr()
+    code = main(["pipeline", "decide", *common, "--facts", str(tmp_path / "world" / "facts"),
+                 "--out", str(tmp_path / "run2"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "`facts:` gives rows of `blockd`, which the policy does not declare (did you mean `blocked`?)" in err
 
     # the Spark backend over the facts the authorizer gives its backend: every derived relation as pyDatalog's
     facts = world_facts(world, authz.loaded.patterns)
