@@ -255,17 +255,25 @@ class Comparison:
                 entities.discard(entity)
         return World(entities=entities, grants=set(world.grants), members=set(world.members))
 
-    def compare_world(self, world: World) -> dict[str, list[tuple[Request, bool, bool]]]:
+    def compare_world(
+        self, world: World, right_world: World | None = None
+    ) -> dict[str, list[tuple[Request, bool, bool]]]:
         """Every (principal, operation, entity) decision in ``world`` that changes, by operation.
 
-        Each entry is (request, allowed by the left policy, allowed by the right).
+        Each entry is (request, allowed by the left policy, allowed by the right). With
+        ``right_world``, the right policy decides on it instead: the same deployment as that policy
+        reads it (Ranger's policies as CDAP grants); the requests are those of both.
         """
-        principals = sorted(p for p in world.principals() if p.startswith("user:"))
+        other = world if right_world is None else right_world
+        principals = sorted(p for w in (world, other) for p in w.principals() if p.startswith("user:"))
+        principals = sorted(set(principals))
         # a wildcard grant's pattern is no request's entity: the entities it matches are asked about
-        existing = sorted(world.existing() | {g.entity for g in world.grants if not is_pattern(g.entity)})
+        existing = sorted(
+            {e for w in (world, other) for e in w.existing() | {g.entity for g in w.grants if not is_pattern(g.entity)}}
+        )
         changed: dict[str, list[tuple[Request, bool, bool]]] = {}
         left = self._set_world(self.left_name, world)
-        right = self._set_world(self.right_name, world)
+        right = self._set_world(self.right_name, other)
         for name in self.operations():
             a, b = self.left.operation(name), self.right.operation(name)
             if a is None or b is None:

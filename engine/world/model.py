@@ -218,6 +218,8 @@ class World:
         for member, group in self.members:
             names.update((member, group))
         names.update(v for values in self.config.values() for v in values if v.partition(":")[0] in PRINCIPAL_KINDS)
+        named = (v for rows in self.facts.values() for row in rows for v in row)
+        names.update(v for v in named if v.partition(":")[0] in PRINCIPAL_KINDS)
         return names
 
     def groups_of(self, principal: str) -> set[str]:

@@ -120,6 +120,20 @@ def _patterns(path: list[str], choices: list[list[tuple[str, ...]]], depth: int,
     return {pattern_text(path[: depth + 1], combo, instance) for combo in product(*choices[:depth])}
 
 
+def _choices(policy: Policy) -> list[list[tuple[str, ...]]]:
+    """Each level's pieces below the instance (an excluded level: any)."""
+    return [
+        [any_piece(level.name)] if level.excludes else [p for v in level.values for p in pieces(level.name, v)]
+        for level in policy.levels[1:]
+    ]
+
+
+def whole_patterns(policy: Policy, instance: str) -> set[str]:
+    """The patterns of the policy's whole resource, each level's values crossed (an excluded level any)."""
+    path = [level.name for level in policy.levels]
+    return _patterns(path, _choices(policy), len(path) - 1, instance)
+
+
 def policy_facts(policy: Policy, instance: str) -> Facts:
     """The rows of one policy (its instance level already matched against ``instance``).
 
@@ -140,10 +154,7 @@ def policy_facts(policy: Policy, instance: str) -> Facts:
         facts["ranger_deny_all_else"].add((key,))
     path = [level.name for level in policy.levels]
     below = policy.levels[1:]
-    choices = [
-        [any_piece(level.name)] if level.excludes else [p for v in level.values for p in pieces(level.name, v)]
-        for level in below
-    ]
+    choices = _choices(policy)
     deepest = len(path) - 1
     for pattern in _patterns(path, choices, deepest, instance):
         facts["ranger_resource"].add((key, pattern))

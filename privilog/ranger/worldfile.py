@@ -1,9 +1,8 @@
-"""A world with a ``facts:`` section, read and written.
+"""A world with a ``facts:`` section, read and written: the import's output, the export's input.
 
-The world's ``facts:`` (a relation's name to its rows, each a list of text) are being added to
-the engine's World (branch wt-facts). Until they are, the import keeps them beside the World as
-a plain dict, and these two functions are the only ones that know how they reach the file: when
-``World`` holds ``facts``, :func:`write_world` sets them and saves, :func:`read_world` takes them.
+The engine reads a world's ``facts:`` (``World.facts``; docs/worlds.md); the import writes its
+file in full, Ranger's relations first with sorted rows, so that an import is the same text each
+time.
 """
 
 from __future__ import annotations
@@ -13,9 +12,8 @@ from typing import Any
 
 import yaml
 
-from privilog.dsl.errors import PrivilogError
-from privilog.dsl.files import read_world_text, write_atomically
-from privilog.engine.world import World, WorldError, WorldFile, load_world, world_from_data
+from privilog.dsl.files import write_atomically
+from privilog.engine.world import World, WorldFile, load_world
 from privilog.ranger.servicedef import ACCESSES
 from privilog.ranger.translate import RELATIONS, Facts, no_facts
 
@@ -24,46 +22,15 @@ _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 ACTIONS = tuple(ACCESSES.values())  # CDAP's actions: what a grant of the world may name (and ALL)
 
 
-def _checked_facts(value: Any, where: str) -> Facts:
-    facts = no_facts()
-    if value is None:
-        return facts
-    if not isinstance(value, dict):
-        raise PrivilogError(f"{where}: `facts` is a mapping of a relation to its rows")
-    for relation, rows in value.items():
-        if not isinstance(rows, list) or not all(
-            isinstance(r, list) and all(isinstance(v, str) for v in r) for r in rows
-        ):
-            raise PrivilogError(f"{where}: facts `{relation}`: each row is a list of text values")
-        facts.setdefault(str(relation), set()).update(tuple(r) for r in rows)
-    return facts
-
-
 def read_world(path: str | Path) -> tuple[World, Facts]:
     """A world file and its ``facts:`` (each of :data:`RELATIONS` present, empty when the file has none)."""
-    path = Path(path)
-    if "facts" in World.__dataclass_fields__:  # the engine reads `facts:` itself (wt-facts): its messages place a row
-        return _held(load_world(path, ACTIONS))
-    text = read_world_text(path)
-    try:
-        data = yaml.load(text, Loader=_LOADER)
-    except yaml.YAMLError as error:
-        raise WorldError(f"{path}: not YAML: {str(error).splitlines()[0]}") from None
-    if isinstance(data, dict) and "facts" in data:
-        facts = _checked_facts(data.pop("facts"), str(path))
-        try:
-            world = world_from_data(data, ACTIONS)
-        except PrivilogError as error:
-            raise WorldError(f"{path}: {error}") from None
-        world.path = None
-        return world, facts
-    return _held(load_world(path, ACTIONS))
+    return _held(load_world(Path(path), ACTIONS))
 
 
 def _held(world: World) -> tuple[World, Facts]:
-    """A world read by the engine, and the facts it holds (none before the engine reads `facts:`)."""
+    """A world read by the engine, and the facts it holds."""
     facts = no_facts()
-    for relation, rows in (getattr(world, "facts", None) or {}).items():
+    for relation, rows in world.facts.items():
         facts.setdefault(relation, set()).update(rows)
     return world, facts
 
