@@ -79,7 +79,7 @@ def may_match(policy: dict, elements: dict) -> bool:
 
     A policy's `additionalResources` are further resource sets it is about (Ranger 2.5): any may match."""
     return any(_may_match(resources or {}, elements)
-               for resources in [policy.get("resources")] + list(policy.get("additionalResources") or []))
+               for resources in [policy.get("resources"), *(policy.get("additionalResources") or [])])
 
 
 def _may_match(resources: dict, elements: dict) -> bool:

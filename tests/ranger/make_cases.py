@@ -135,7 +135,7 @@ def export_policy(policy: dict, name: str, mapping: dict[str, str], dash: bool,
 def action_maps(all_types: list[str], requested: list[str]) -> list[dict[str, str]]:
     """Maps from the file's access types onto CDAP's: requested ones apart from each other and the rest."""
     if len(all_types) <= len(CDAP_ACTIONS):
-        return [dict(zip(all_types, CDAP_ACTIONS))]
+        return [dict(zip(all_types, CDAP_ACTIONS[:len(all_types)], strict=True))]
     maps = []
     for i in range(0, max(len(requested), 1), 3):
         chunk = requested[i:i + 3]
@@ -218,7 +218,7 @@ def build(path: str, doc: dict, commit: str) -> dict | None:
             "isAllowed": bool(case["result"]["isAllowed"]), "policyId": case["result"].get("policyId"),
         })
     exports = []
-    for m, elems in zip(maps, variant_cases):
+    for m, elems in zip(maps, variant_cases, strict=True):
         kept = [p for p in policies if any(ac.may_match(p, e) for e in elems)]
         exports.append({
             "accessTypes": m,
@@ -251,7 +251,7 @@ def readme(commit: str, written: dict[str, dict], out_lines: list[str], reasons:
         "# Apache Ranger's policy-engine cases, as CDAP exports",
         "",
         "The files here are Apache Ranger's own policy-engine test cases",
-        f"(`agents-common/src/test/resources/policyengine/test_policyengine_*.json` of",
+        "(`agents-common/src/test/resources/policyengine/test_policyengine_*.json` of",
         f"[apache/ranger](https://github.com/apache/ranger) at `{commit}`) that apply to CDAP's",
         "resource shape, reshaped into what `privilog ranger import` reads: Ranger Admin policies",
         "exports of a CDAP service and a roles export, and per case the request as CDAP's plugin would",
