@@ -18,6 +18,7 @@ name it). A disagreement names the case, Ranger's policies, the request and both
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from functools import cache
 from pathlib import Path
@@ -222,8 +223,17 @@ def explain(stem: str, n: int, got: bool) -> str:
              f" (policy {case['policyId']}), ranger-cdap says {'ALLOW' if got else 'DENY'}",
              f"  request: {json.dumps(case['request'])}", f"  Ranger's request: {json.dumps(case['ranger'])}",
              "  policies:"]
-    lines += [f"    {json.dumps(p)}" for p in export]
+    lines += [f"    {json.dumps(p)}" for p in export if _involved(p, case["request"]["resource"])]
     return "\n".join(lines)
+
+
+def _involved(policy: dict[str, Any], entity: str) -> bool:
+    """Whether a policy's resource may match the entity, its ancestors or what is inside it: each level
+    both name matches the policy's values (or the level is excluded)."""
+    kind, _, name = entity.partition(":")
+    asked = dict(zip(LEVELS[kind], name.split(".", len(LEVELS[kind]) - 1), strict=True))
+    return all(level not in asked or res["isExcludes"] or any(fnmatch.fnmatchcase(asked[level], v) for v in res["values"])
+               for level, res in policy["resources"].items())
 
 
 @pytest.mark.parametrize(("stem", "n"), PARAMS)
@@ -233,3 +243,27 @@ def test_ranger_case(stem: str, n: int) -> None:
         pytest.skip(missing)
     got = decide(stem, n)
     assert got == FILES[stem]["cases"][n]["isAllowed"], explain(stem, n, got)
+
+
+def test_vendored_cases_are_cdap_shaped() -> None:
+    """The vendored files hold what the run reads: 202 cases from one Ranger commit, each request a CDAP
+    entity, principal and action, each export a CDAP service's (its resources and access types CDAP's)."""
+    from privilog.engine.ids import EntityId, parse_principal
+
+    cases = [c for doc in FILES.values() for c in doc["cases"]]
+    assert len(cases) == 202 and len({c["id"] for c in cases}) == 202
+    commits = {doc["source"]["commit"] for doc in FILES.values()}
+    assert len(commits) == 1 and commits.pop() in (CASES / "README.md").read_text()
+    for doc in FILES.values():
+        for c in doc["cases"]:
+            req = c["request"]
+            assert str(EntityId.parse(req["resource"])) == req["resource"]
+            assert all(parse_principal(p) for p in [req["user"], *req["userGroups"]])
+            assert req["action"] in ("READ", "WRITE", "EXECUTE", "ADMIN", "_any") and 0 <= c["export"] < len(doc["exports"])
+            assert isinstance(c["isAllowed"], bool)
+        for export in doc["exports"]:
+            for pol in export["policies"]["policies"]:
+                assert pol["serviceType"] == "cdap" and pol["resources"]["instance"]["values"] == ["cdap"]
+                assert set(pol["resources"]) <= {"instance", *ORDER}
+                accesses = {a["type"] for k in KINDS for item in pol[k] for a in item["accesses"]}
+                assert accesses <= {"read", "write", "execute", "admin"}
