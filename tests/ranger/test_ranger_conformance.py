@@ -154,6 +154,18 @@ def temporary_import_facts(export: dict[str, Any], roles: dict[str, Any]) -> tup
     return facts, members
 
 
+def import_facts(export: dict[str, Any], roles: dict[str, Any]) -> tuple[dict[str, list[list[str]]], list[list[str]]]:
+    """The export's facts and the roles' memberships, by ``privilog ranger import``'s translation (the
+    TEMPORARY one above until it lands)."""
+    try:
+        from privilog.ranger.importing import import_ranger
+    except ImportError:
+        return temporary_import_facts(export, roles)
+    imported = import_ranger(export, roles=roles)
+    facts = {rel: sorted(list(row) for row in rows) for rel, rows in imported.facts.items()}
+    return facts, sorted(list(pair) for pair in imported.world.members)
+
+
 # ---- worlds and decisions -------------------------------------------------------------------------
 
 
@@ -191,7 +203,7 @@ def _authorizers(stem: str) -> dict[int, Any]:
         for n in part:
             by_export.setdefault(doc["cases"][n]["export"], []).append(n)
         for e, ns in by_export.items():
-            facts, members = temporary_import_facts(doc["exports"][e]["policies"], doc["roles"])
+            facts, members = import_facts(doc["exports"][e]["policies"], doc["roles"])
             entities: list[str] = []
             users = {u[0] for u in facts["ranger_user"]}
             for n in ns:
