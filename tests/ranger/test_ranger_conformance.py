@@ -5,7 +5,8 @@ Each case of ``tests/ranger/cases/*.json`` (made by ``tests/ranger/make_cases.py
 with Ranger's expected ``isAllowed``) is decided as CDAP's plugin asks Ranger:
 
 * an access (``enforce``): the user holds the action on the entity, i.e. the relation
-  ``ranger_holds(user, ACTION, entity, _)`` has a row;
+  ``ranger_holds(user, ACTION, entity, _)`` has a row (and, allowed, Ranger's deciding policy is
+  among the rows' policies);
 * ``_any`` (``isVisible``): ``ranger_sees(user, entity)`` has a row;
 
 over a world holding the export's facts (the import's, ``ranger_*`` relations), the roles'
@@ -219,12 +220,14 @@ def _authorizers(stem: str) -> dict[int, Any]:
     return out
 
 
-def decide(stem: str, n: int) -> bool:
+def decide(stem: str, n: int) -> tuple[bool, set[str]]:
+    """Whether ranger-cdap allows the case's request, and (an access allowed) by which policies."""
     req = FILES[stem]["cases"][n]["request"]
     query = _authorizers(stem)[n].backend.query
     if req["action"] == "_any":
-        return bool(query("ranger_sees", {0: req["user"], 1: req["resource"]}))
-    return bool(query("ranger_holds", {0: req["user"], 1: req["action"], 2: req["resource"]}))
+        return bool(query("ranger_sees", {0: req["user"], 1: req["resource"]})), set()
+    rows = query("ranger_holds", {0: req["user"], 1: req["action"], 2: req["resource"]})
+    return bool(rows), {row[3] for row in rows}
 
 
 def explain(stem: str, n: int, got: bool) -> str:
@@ -253,8 +256,12 @@ def test_ranger_case(stem: str, n: int) -> None:
     missing = _missing_piece()
     if missing:
         pytest.skip(missing)
-    got = decide(stem, n)
-    assert got == FILES[stem]["cases"][n]["isAllowed"], explain(stem, n, got)
+    got, by = decide(stem, n)
+    case = FILES[stem]["cases"][n]
+    assert got == case["isAllowed"], explain(stem, n, got)
+    if got and case["request"]["action"] != "_any":
+        # Ranger's answer names the policy that decided it: one of those that allow here
+        assert f"policy {case['policyId']}" in by, f"{explain(stem, n, got)}\n  allowed here by {sorted(by)}"
 
 
 def test_vendored_cases_are_cdap_shaped() -> None:
