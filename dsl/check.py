@@ -311,6 +311,13 @@ def _in_prelude(span: Span) -> bool:
     return span.file.endswith("requirements.policy") and Path(span.file).resolve() == prelude_file()
 
 
+def _shipped_extension(span: Span) -> bool:
+    """A file of privilog's own prelude folder other than the prelude itself (rules/prelude/ranger.policy):
+    shipped, read by no policy unless it includes the file, and trusted, like the prelude, to add
+    to `holds` (Ranger's policies, the world's facts, are what holds there)."""
+    return span.file.endswith(".policy") and Path(span.file).resolve().parent == prelude_file().parent
+
+
 def prelude_relations(policy: Policy) -> tuple[set[str], set[str]]:
     """The base relations the prelude declares and the relations its rules define."""
     base = {r.name for r in policy.relations if _in_prelude(r.span)}
@@ -331,6 +338,8 @@ def _prelude(policy: Policy, errors: list[PolicyError]) -> None:
     for rule in policy.rules:
         name = rule.head.predicate
         if _in_prelude(rule.span) or (name not in base and name not in derived) or name in DENY_RULES:
+            continue
+        if name == "holds" and _shipped_extension(rule.span):
             continue
         if name in base:
             what = f"`{name}` is a base relation: its facts come from the world, not from a policy"

@@ -59,6 +59,8 @@ def witness_sentence(principal: str, witness: Witness) -> str:
     """``user:bob is in group:eng, which holds READ on dataset:ns1.ds, which is in namespace:ns1``."""
     if witness.holder == principal:
         text = f"{principal} holds {witness.action} on {witness.entity}"
+    elif ":" not in witness.holder:  # not a principal: what the policy's own rules name (Ranger's "policy 12")
+        text = f"{principal} holds {witness.action} on {witness.entity} by {witness.holder}"
     else:
         chain = list(witness.groups) or [principal, witness.holder]
         text = (

@@ -331,8 +331,18 @@ def _read(path: Path) -> Any:
 
 @cache
 def load_table(path: Path) -> Table:
-    """Read a conformance table (YAML)."""
-    return table_from_data(_read(path), path)
+    """Read a conformance table (YAML). A table with ``rows_from: OTHER.yaml`` (beside it) takes that table's
+    world, subjects, seeds and rows, and names its own policy: a policy that asks what another asks."""
+    data = _read(path)
+    if isinstance(data, dict) and "rows_from" in data:
+        other = data["rows_from"]
+        if not isinstance(other, str) or "/" in other or not other.endswith(".yaml"):
+            raise _fail(str(path), "`rows_from` names another table's file beside this one (NAME.yaml)")
+        base = _read(path.parent / other)
+        if not isinstance(base, dict) or "rows_from" in base:
+            raise _fail(str(path), f"`rows_from: {other}` must name a table with rows of its own")
+        data = {**base, **{k: v for k, v in data.items() if k != "rows_from"}}
+    return table_from_data(data, path)
 
 
 def is_table(path: Path) -> bool:
@@ -341,7 +351,7 @@ def is_table(path: Path) -> bool:
         data = _read(path)
     except TableError:
         return False
-    return isinstance(data, dict) and "policy" in data and "rows" in data
+    return isinstance(data, dict) and "policy" in data and ("rows" in data or "rows_from" in data)
 
 
 def given(args: Args, name: str) -> bool:
