@@ -56,7 +56,9 @@ OPERATIONS = Limit("PRIVILOG_MAX_OPERATIONS", 10_000, "operations")
 RULES = Limit("PRIVILOG_MAX_RULES", 10_000, "rules")
 # A world in memory costs about 2.5 KB an entity or grant (a million entities under one
 # namespace: 2.4 GB and 35 s for the first check; 3.3 GB and 65 s for a namespace.delete).
-WORLD_ENTRIES = Limit("PRIVILOG_MAX_WORLD_ENTRIES", 2_000_000, "entries (entities, grants, memberships, admins)")
+WORLD_ENTRIES = Limit(
+    "PRIVILOG_MAX_WORLD_ENTRIES", 2_000_000, "entries (entities, grants, memberships, admins, rows of facts)"
+)
 # A scenario file is read whole, with a position on every value, before its first case runs:
 # about 6 s and 100 MB a megabyte (100,000 one-line cases, 12 MB: 75 s and 1 GB), then about
 # 1 ms a case.

@@ -46,6 +46,7 @@ SURFACE: dict[str, tuple[str, ...]] = {
         "compose",
         "load_world",
         "read_config",
+        "read_facts",
         "save_world",
         "world_from_data",
         "write_tables",

@@ -2,7 +2,9 @@
 
 Relations are sorted by what they depend on:
 
-* **base**: the world's facts (``grant``, ``member_of``, ``child_of``, ``is_a``, ``admin``);
+* **base**: the world's facts (``grant``, ``member_of``, ``child_of``, ``is_a``, ``admin``), and
+  the relations a world's ``facts:`` may give (:func:`world_fact_relations`: declared by the
+  policy, derived by no rule, written nowhere in it);
 * **static**: the policy's own facts (``operation``, ``requires``, ``guard``, facts a
   policy writes) and what is derived from them alone;
 * **world**: derived from base and static facts only (``in_group``, ``holds``,
@@ -36,6 +38,25 @@ WORLD_BASE = frozenset(
     {"grant", "member_of", "child_of", "is_a", "admin", "matches", "config", "name_of", "last_name_of", "within"}
 )
 REQUEST_BASE = frozenset({"request", "request_arg"})
+# What the prelude declares and the world's own sections, a request or the policy's tables give:
+# a world's `facts:` gives none of them
+PRELUDE_GIVEN = WORLD_BASE | REQUEST_BASE | frozenset({"owned_by", "operation", "requires", "guard"})
+
+
+def world_fact_relations(program: Program) -> frozenset[str]:
+    """The relations a world's ``facts:`` may give rows of: those the policy declares with
+    ``relation NAME(...)``, that no rule derives and the policy writes no fact of, other than the
+    prelude's (``PRELUDE_GIVEN``). Base relations, as the world's own are.
+
+    >>> from privilog import dsl
+    >>> from privilog.engine.program import compile_policy
+    >>> text = 'relation blocked(p)\\nseen(P) :- blocked(P).\\nrelation vip(p)\\nvip("user:a").'
+    >>> sorted(world_fact_relations(compile_policy(dsl.parse_policy(text))))
+    ['blocked']
+    """
+    derived = {r.head.predicate for r in program.rules}
+    written = {name for name, rows in program.facts.items() if rows}
+    return frozenset(program.base_relations) - PRELUDE_GIVEN - derived - written
 
 
 class Kind(IntEnum):
@@ -150,13 +171,14 @@ def analyse(program: Program) -> Analysis:
     ['BASE', 'STATIC', 'WORLD', 'WORLD', 'REQUEST', 'REQUEST']
     """
     heads = {r.head.predicate for r in program.rules}
+    given = world_fact_relations(program)
     kinds: dict[str, Kind] = {}
     for name in program.relations:
         if name in heads:
             continue
         if name in REQUEST_BASE:
             kinds[name] = Kind.REQUEST
-        elif name in WORLD_BASE:
+        elif name in WORLD_BASE or name in given:
             kinds[name] = Kind.BASE
         else:
             kinds[name] = Kind.STATIC

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import re
+from collections.abc import Iterable, Mapping
 
-from privilog.engine.ids import ENTITY_TYPES, EntityId, parent_type
-from privilog.engine.patterns import is_pattern, match_rows
-from privilog.engine.program import Row
-from privilog.engine.world import World
+from privilog.dsl.errors import did_you_mean
+from privilog.engine.analysis import PRELUDE_GIVEN, world_fact_relations
+from privilog.engine.ids import ENTITY_TYPES, EntityId, IdError, parent_type
+from privilog.engine.patterns import is_pattern, match_rows, parse_pattern
+from privilog.engine.program import Program, Row
+from privilog.engine.world import World, WorldError
 
 
 def name_rows(ids: Iterable[str]) -> set[Row]:
@@ -60,6 +64,88 @@ def within_rows(grants: Iterable[EntityId], instance: str) -> set[Row]:
     return {(str(g), str(a)) for g in grants if not is_pattern(g) for a in g.ancestors(instance)}
 
 
+def fact_patterns(world: World) -> set[EntityId]:
+    """Each value of the world's ``facts:`` that is a wildcard entity id (``dataset:fin*.sales_*``):
+    it gets ``matches`` rows, as a wildcard grant's pattern does. A value that does not read as
+    one (``policy 12``, ``a*b``) is only text."""
+    return given_patterns(world.facts)
+
+
+def given_patterns(facts: Mapping[str, Iterable[Row]]) -> set[EntityId]:
+    """The wildcard entity ids among the values of these facts (:func:`fact_patterns`)."""
+    found: set[EntityId] = set()
+    seen: set[str] = set()
+    for rows in facts.values():
+        for row in rows:
+            for value in row:
+                if value not in seen and is_pattern(value):
+                    seen.add(value)
+                    with contextlib.suppress(IdError):
+                        found.add(parse_pattern(value))
+    return found
+
+
+def check_facts(program: Program, world: World) -> None:
+    """The world's ``facts:`` checked against the policy: each relation one the policy declares with
+    ``relation NAME(...)`` that the world's own sections do not give, no rule derives and the
+    policy writes no fact of (:func:`engine.analysis.world_fact_relations`), each row as wide as
+    the relation; else one line naming the relation, the world file (and line) and the fix."""
+    if not world.facts:
+        return
+    allowed = world_fact_relations(program)
+    declared = {r.name: r for r in program.policy.relations}
+    derived = {r.head.predicate: r for r in program.policy.rules if r.body}
+    for relation, rows in sorted(world.facts.items()):
+        if relation in allowed and all(len(row) == declared[relation].arity for row in rows):
+            continue
+        where = _fact_place(world, relation)
+        if relation in allowed:
+            arity = declared[relation].arity
+            wrong = min(row for row in rows if len(row) != arity)
+            columns = ", ".join(declared[relation].columns)
+            raise WorldError(
+                f"{where}: a `{relation}` fact has {_values(len(wrong))} {list(wrong)}, and the policy declares "
+                f"`{relation}({columns})`: give each row {_values(arity)}"
+            )
+        given = f"{where}: `facts:` gives rows of `{relation}`"
+        if relation in PRELUDE_GIVEN:
+            raise WorldError(
+                f"{given}, which is the prelude's: the world's own sections (entities, grants, members, admins, "
+                "config, owners) or a request give it; write them there, or use a relation of the policy's own"
+            )
+        if relation in derived:
+            rule = derived[relation]
+            raise WorldError(
+                f"{given}, which the policy's rules derive ({rule.span.file}:{rule.span.line}); a world gives "
+                "rows only of a relation the policy declares with `relation` and derives by no rule"
+            )
+        if relation in declared or relation in program.facts:
+            raise WorldError(f"{given}, whose facts the policy writes itself; give them in one place, the policy or "
+                             "the world")
+        hint = did_you_mean(relation, sorted(allowed))
+        raise WorldError(
+            f"{given}, which the policy does not declare{f' ({hint})' if hint else ''}; declare it in the policy "
+            f"with `relation {relation}(COLUMN, ...)`, or take it out of `facts:`"
+        )
+
+
+def _values(count: int) -> str:
+    return f"{count} value" if count == 1 else f"{count} values"
+
+
+def _fact_place(world: World, relation: str) -> str:
+    """Where a relation's facts are written: the world file and the line of its key, as near as is known."""
+    file = world.origin or (str(world.path) if world.path is not None else "the world")
+    if world.source:
+        start = re.search(r"^facts:", world.source, re.MULTILINE)
+        if start is not None:
+            key = re.compile(rf"^[ \t]+[\"']?{re.escape(relation)}[\"']?[ \t]*:", re.MULTILINE)
+            found = key.search(world.source, start.end())
+            if found is not None:
+                return f"{file}:{world.source.count(chr(10), 0, found.start()) + 1}"
+    return file
+
+
 def world_facts(
     world: World, named: Iterable[EntityId] = (), with_names: bool = False, with_within: bool = False
 ) -> dict[str, set[Row]]:
@@ -71,7 +157,8 @@ def world_facts(
     A wildcard grant's pattern, and each pattern of ``named`` (those the policy's rules
     name), gets a ``matches`` row for each of these entities it matches (engine.patterns).
     With ``with_names``, every principal and entity id gets its ``name_of`` row (an entity its
-    ``last_name_of`` too).
+    ``last_name_of`` too). The rows of the world's ``facts:`` (checked: :func:`check_facts`) are
+    base facts too, and a wildcard among their values gets ``matches`` rows.
     """
     parents: dict[EntityId, EntityId | None] = {}  # each entity's parent, found once
     for entity in world.entities:
@@ -81,10 +168,11 @@ def world_facts(
                 break
             entity = parent
     names = {e: str(e) for e in parents}
-    patterns = {g.entity for g in world.grants if is_pattern(g.entity)} | set(named)
+    patterns = {g.entity for g in world.grants if is_pattern(g.entity)} | set(named) | fact_patterns(world)
     owners = [str(o) for o in world.owners.values()]
     ids = [*world.principals(), *names.values(), *(str(g.entity) for g in world.grants), *owners] if with_names else []
     return {
+        **{relation: set(rows) for relation, rows in world.facts.items()},  # checked: none of those below
         "within": within_rows({g.entity for g in world.grants}, world.instance) if with_within else set(),
         **names_of(ids),
         "matches": match_rows(patterns, parents),

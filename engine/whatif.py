@@ -13,7 +13,9 @@ depth), on the entities at, under and over the changed ones. The bound is read f
 policy's rules (:func:`locality`): the prelude's reach only as far as a principal's own grants
 and groups and an entity's line in the hierarchy, and each rule of the policy's own is checked
 to reach no further; a policy whose rules it cannot bound, or a change of settings (`config:`),
-of admins a rule reads, or of the instance, is decided whole. By the same bound, those accesses are
+of admins a rule reads, of the world's `facts:` (read as the policy's own facts are: no change of
+grants, memberships or entities changes them), or of the instance, is decided whole. By the same
+bound, those accesses are
 decided on the part of each world they read (:func:`_part`: the lines of their entities, the grants
 and memberships of their users and of their groups), so that neither world is loaded whole.
 
@@ -29,6 +31,7 @@ from functools import cache
 from typing import Any
 
 from privilog.dsl.ir import Atom, Const, Policy, Rule, Var
+from privilog.engine.analysis import world_fact_relations
 from privilog.engine.authorizer import Authorizer
 from privilog.engine.decision import Request
 from privilog.engine.ids import EntityId
@@ -199,6 +202,14 @@ def _anchored(term: Any, kinds: Mapping[str, set[str]], allowed: frozenset[str])
     return isinstance(term, Var) and bool(kinds.get(term.name, set()) & allowed)
 
 
+def _given(term: Any, rule: Rule, given: frozenset[str]) -> bool:
+    """Whether ``term`` is a value of a world's fact in ``rule``: a pattern among them has its ``matches``
+    rows whatever the grants (as a pattern the rules name does)."""
+    return isinstance(term, Var) and any(
+        isinstance(b, Atom) and not b.negated and b.predicate in given and term in b.terms for b in rule.body
+    )
+
+
 def _own_grant(term: Any, rule: Rule, kinds: Mapping[str, set[str]]) -> bool:
     """Whether ``term`` is the entity of a grant (or a holding) of the request's principal in ``rule``."""
     return isinstance(term, Var) and any(
@@ -232,6 +243,10 @@ def locality(policy: Policy, args: bool = False) -> Locality:
     reads_admin = any(isinstance(b, Atom) and b.predicate == "admin" for r in program.rules for b in r.body)
     own_relations = {r.head.predicate for r in own}
     written = {name for name, rows in program.facts.items() if rows}  # the policy's own facts
+    # and the world's `facts:`, which no change of grants, memberships or entities changes (a world
+    # whose facts differ is decided whole: _reach)
+    given = world_fact_relations(program)
+    written |= given
     prelude_heads = {r.head.predicate for r in program.rules if _is_prelude(r)}
     # the kinds each column of an own relation is called with: the meet over every call (None: not called yet)
     columns: dict[str, list[frozenset[str] | None]] = {}
@@ -281,7 +296,7 @@ def locality(policy: Policy, args: bool = False) -> Locality:
                     # a row for each grant's entity or pattern, whoever holds it: only the principal's own
                     subject, pattern = (t[0], t[0]) if name == "within" else (t[0], t[1])
                     if not _anchored(subject, kinds, ANCHORED) or not (
-                        isinstance(pattern, Const) or _own_grant(pattern, rule, kinds)
+                        isinstance(pattern, Const) or _own_grant(pattern, rule, kinds) or _given(pattern, rule, given)
                     ):
                         return unbounded(rule, f"reads `{name}` of an entity or pattern not tied to the request's")
                 elif name in HIERARCHY:
@@ -366,6 +381,7 @@ def _reach(policy: Policy, before: World, after: World) -> _Reached | None:
         not found.bounded
         or before.instance != after.instance
         or before.config != after.config
+        or before.facts != after.facts
         or (found.admins and before.admins != after.admins)
     ):
         return None
@@ -440,7 +456,7 @@ def impact(policy: Policy, before: World, after: World, backend: str = "compiled
 def _part(world: World, existing: set[EntityId], principals: Iterable[str], entities: set[EntityId]) -> World:
     """The part of ``world`` the decisions of ``principals`` on ``entities`` read, by :func:`locality`'s
     bound: the entities' lines in the hierarchy (given as ``entities``), the grants of the principals
-    and of their groups and roles, their memberships, and the settings, admins and owners whole."""
+    and of their groups and roles, their memberships, and the settings, admins, owners and facts whole."""
     holders: set[str] = set()
     for principal in principals:
         holders |= {principal, *world.groups_of(principal)}
@@ -452,6 +468,7 @@ def _part(world: World, existing: set[EntityId], principals: Iterable[str], enti
         instance=world.instance,
         config=dict(world.config),
         owners=dict(world.owners),
+        facts=dict(world.facts),
         actions=world.actions,
     )
 

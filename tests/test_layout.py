@@ -4,7 +4,7 @@
   never imports a higher layer. The first four are folders at the top of the repository, installed as
   ``privilog.rules``, ``privilog.dsl``, ``privilog.engine`` and ``privilog.proofs`` (pyproject.toml maps
   them), and are named so here.
-* Rooms of ``privilog``: an application room (``repl``, ``testing``, ``pipeline``, ``serve``) and a shared
+* Rooms of ``privilog``: an application room (``repl``, ``testing``, ``pipeline``, ``serve``, ``ranger``) and a shared
   module (``api``, ``render``, ``store``, ``usage``) import the shared modules and the layers below, never an
   application room but their own; only ``cli`` (and ``python -m privilog``) dispatches to them.
 * No two modules import each other, directly or around a circle: every import counts, at the top
@@ -33,7 +33,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ("rules", "dsl", "engine", "proofs", "privilog")  # where each layer's source is, bottom first
 LAYERS = (*(f"privilog.{f}" for f in FOLDERS[:-1]), "privilog")  # the same, as modules
-APPLICATIONS = {"repl", "testing", "pipeline", "serve"}
+APPLICATIONS = {"repl", "testing", "pipeline", "serve", "ranger"}
 SHARED = {"__init__", "api", "render", "store", "usage"}  # the face's bottom: any room may import these
 DISPATCHERS = {"cli", "__main__"}  # may import any room
 SPARK_ALLOWED = ("privilog.engine.spark", "privilog.pipeline")

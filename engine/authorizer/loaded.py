@@ -15,7 +15,7 @@ from typing import Any
 
 from privilog.dsl.limits import WORLD_ENTRIES, LimitError
 from privilog.engine.backends import Backend
-from privilog.engine.facts import names_of, within_rows, world_facts
+from privilog.engine.facts import check_facts, fact_patterns, names_of, within_rows, world_facts
 from privilog.engine.ids import EntityId
 from privilog.engine.inventory import Inventory
 from privilog.engine.patterns import PatternIndex, check_tries, is_pattern, match_rows, matches, policy_patterns
@@ -29,6 +29,7 @@ class LoadedWorld:
     def __init__(self, program: Program, backend: Backend, world: World):
         self.world = world
         self.backend = backend
+        self.program = program
         self.named_patterns = policy_patterns(program.rules)
         # `name_of` (with `last_name_of`) and `within` rows are made only for a policy whose rules read them
         # (a row per id otherwise)
@@ -86,9 +87,10 @@ class LoadedWorld:
     def _refresh(self, following: object | None) -> None:
         self.version += 1
         world = self.world
-        size = len(world.entities) + len(world.grants) + len(world.members) + len(world.admins)
+        size = len(world.entities) + len(world.grants) + len(world.members) + len(world.admins) + world.fact_rows()
         if size > WORLD_ENTRIES.value():  # refused before its facts are made: they cost the memory
             raise LimitError(WORLD_ENTRIES.refusal("the world", size))
+        check_facts(self.program, world)  # its `facts:` are of relations the policy leaves to the world
         if following is not None:
             self.world.observers.add(following)
         new = world_facts(self.world, self.named_patterns, self.uses_names, self.uses_within)
@@ -100,8 +102,8 @@ class LoadedWorld:
                 self.backend.add(relation, after - before)
         self.facts = new
         self.holders = {}
-        # the policy's own patterns count once, always
-        self.patterns = dict.fromkeys(self.named_patterns, 1)
+        # the policy's own patterns, and those among the world's facts, count once, always
+        self.patterns = dict.fromkeys([*self.named_patterns, *fact_patterns(self.world)], 1)
         for grant in self.world.grants:
             self.holders.setdefault((grant.action, grant.entity), set()).add(grant.principal)
             if is_pattern(grant.entity):

@@ -3,7 +3,8 @@
 The inventory (every entity and what encloses it), the grants (each action of ``ALL``
 its own), the memberships and the settings become ``child_of``, ``is_a``, ``grant``,
 ``member_of``, ``config`` and ``matches`` (each entity against the granted wildcards of
-its type), their strings encoded by :mod:`engine.spark.encoding`; every string they
+its type, and those among a world's facts), and a world's ``facts:`` the relations they
+are of, their strings encoded by :mod:`engine.spark.encoding`; every string they
 hold is kept (``values``) for the check that no two share a code. The rows given here
 are good rows: checking them is the caller's (privilog.pipeline.inputs).
 
@@ -13,15 +14,17 @@ inventory and the entities the requests create.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from privilog.engine.facts import check_facts, given_patterns
 from privilog.engine.ids import EntityId
 from privilog.engine.patterns import java_regex
 from privilog.engine.program import compile_policy, reads
 from privilog.engine.spark.encoding import relation_columns
 from privilog.engine.spark.ids import IdForms
+from privilog.engine.world import World
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -121,10 +124,15 @@ def encode_deployment(
     members: DataFrame,
     config: Mapping[str, tuple[str, ...]],
     patterns: list[EntityId],
+    facts: Mapping[str, Iterable[tuple[str, ...]]] | None = None,
+    facts_from: str | None = None,
 ) -> Deployment:
     """The base relations of a deployment's good rows: ``entities`` (entity), ``grants`` (principal,
-    action, entity; ``ALL`` is every action), ``members`` (principal, group), the settings, and the
-    wildcards ``patterns`` (those the grants and the policy name)."""
+    action, entity; ``ALL`` is every action), ``members`` (principal, group), the settings, the
+    wildcards ``patterns`` (those the grants and the policy name), and a world's ``facts``
+    (checked against the policy: ``engine.facts.check_facts``), whose wildcard values are
+    patterns too (``engine.facts.fact_patterns``), checked against the policy here
+    (``engine.facts.check_facts``; ``facts_from``: where they were read, for its message)."""
     from privilog.engine.spark.session import persist
     from pyspark.sql import functions as F
 
@@ -164,7 +172,23 @@ def encode_deployment(
         rows = spark.createDataFrame(settings, "key string, value string")
         relations["config"] = rows.select(*relation_columns("key", "value"))
         values = values.union(rows.select("key")).union(rows.select("value"))
-    deployment = Deployment(vocabulary, relations, existing, values, principals, grant_rows, patterns)
+    if facts:
+        given_world = World(facts={r: frozenset(map(tuple, rows)) for r, rows in facts.items()}, origin=facts_from)
+        check_facts(compile_policy(vocabulary.policy), given_world)
+    for relation, given in sorted((facts or {}).items()):
+        listed = sorted(set(given))
+        declared = next((r.arity for r in vocabulary.policy.relations if r.name == relation), 0)
+        arity = len(listed[0]) if listed else declared
+        if arity == 0:
+            relations[relation] = spark.range(len(listed[:1])).select()
+            continue
+        columns = [f"v{i}" for i in range(arity)]
+        frame = spark.createDataFrame(listed, ", ".join(f"{c} string" for c in columns))
+        relations[relation] = frame.select(*relation_columns(*columns))
+        for column in columns:
+            values = values.union(frame.select(F.col(column).alias("value")))
+    named = [*patterns, *(p for p in given_patterns(facts or {}) if p not in patterns)]
+    deployment = Deployment(vocabulary, relations, existing, values, principals, grant_rows, named)
     deployment.relations["matches"] = matches_frame(deployment, existing)
     return deployment
 

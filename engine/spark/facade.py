@@ -16,7 +16,7 @@ Importing this module imports neither PySpark nor the planner; each function imp
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from privilog.engine.spark.decide import Decided, Requests
@@ -72,11 +72,15 @@ def deployment(
     members: DataFrame,
     config: Mapping[str, tuple[str, ...]],
     patterns: list[EntityId],
+    facts: Mapping[str, Iterable[tuple[str, ...]]] | None = None,
+    facts_from: str | None = None,
 ) -> Deployment:
-    """A deployment's good rows as base relations (:func:`engine.spark.deployment.encode_deployment`)."""
+    """A deployment's good rows as base relations (:func:`engine.spark.deployment.encode_deployment`),
+    with a world's ``facts:`` as the relations they are of (checked against the policy: a mismatch is a
+    ``WorldError`` naming ``facts_from``)."""
     from privilog.engine.spark.deployment import encode_deployment
 
-    return encode_deployment(spark, vocabulary, entities, grants, members, config, patterns)
+    return encode_deployment(spark, vocabulary, entities, grants, members, config, patterns, facts, facts_from)
 
 
 def decide(

@@ -1,4 +1,5 @@
-"""Worlds: the entities, grants, memberships and admins a policy is evaluated against.
+"""Worlds: the entities, grants, memberships and admins a policy is evaluated against (and the
+rows of relations the policy leaves to the world, its ``facts:``).
 
 A world is written in YAML or JSON (README, "Quick start"), or as a folder of
 tables (CSV, JSON lines, Parquet). Every value is validated where it is read, and an error
@@ -19,7 +20,7 @@ authorization admin. The package, in the order a world is read:
 A world bound to its file is not a store dialect (:mod:`privilog.store`), though both keep
 the same changes durably: a store is a deployment's database of record, with an audit log of
 refused changes, tokens, roles and sequence numbers that replicas follow, and keeps no
-``config:`` or ``owners:``, while a world file is a person's YAML in git, edited in place
+``config:``, ``owners:`` or ``facts:``, while a world file is a person's YAML in git, edited in place
 with its comments kept, that a program or a REPL changes under a lock (and the REPL keeps
 unsaved changes, which a store has no place for). As a dialect the file would share none of
 the SQL written once in ``privilog/store/sql.py`` and would have to refuse half the interface.
@@ -42,7 +43,7 @@ from privilog.engine.world.model import (
     check_action,
     check_membership,
 )
-from privilog.engine.world.readers import parse_world, read_config, world_from_data
+from privilog.engine.world.readers import parse_world, read_config, read_facts, world_from_data
 from privilog.engine.world.tables import TABLE_SUFFIX, write_tables
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "parse_located",
     "parse_world",
     "read_config",
+    "read_facts",
     "save_world",
     "world_from_data",
     "write_tables",

@@ -78,6 +78,7 @@ class Following:
         fresh, read = _read_file(file, world.actions, world.path, str(world.path or file.path), locked)
         world.instance, world.entities, world.grants = fresh.instance, fresh.entities, fresh.grants
         world.members, world.admins, world.source = fresh.members, fresh.admins, fresh.source
+        world.config, world.owners, world.facts = fresh.config, fresh.owners, fresh.facts
         self.seen, self.end, self.lines = read.seen, read.end, read.lines
         self.rereads += 1
         world._tell("reload", [])
@@ -158,7 +159,7 @@ def read_world_file(
     replaying changes the file holds already changes nothing.)
     """
     world, following = _read_file(file, actions, bound, name, locked)
-    world.following = following
+    world.following, world.origin = following, name
     return world
 
 

@@ -14,7 +14,10 @@ Whatever the subset scanner reads, PyYAML reads the same; anything else
 A world of tables is a folder with the tables ``privilog pipeline`` reads:
 ``entities`` (``entity``), ``grants`` (``principal, action, entity``),
 ``members`` (``principal, group``), and ``admins`` (``principal``), each a
-CSV file with a header, JSON lines, or Parquet (with pyarrow installed).
+CSV file with a header, JSON lines, or Parquet (with pyarrow installed); and a
+world's ``facts:``, a folder ``facts`` of one file a relation, ``RELATION.csv``
+(no header: a row's values in the relation's order, as the policy declares it) or
+``RELATION.jsonl`` (each line a JSON list of text values).
 """
 
 from __future__ import annotations
@@ -463,6 +466,69 @@ class TableFile:
         yield from enumerate(zip(*values, strict=True), start=1)
 
 
+FACT_FORMATS = {".csv": "csv", ".jsonl": "json", ".ndjson": "json"}
+FACTS_FOLDER = "facts"
+
+
+def fact_tables(folder: Path) -> dict[str, tuple[Path, str]]:
+    """The files of a world's ``facts`` folder: each relation's file and its format (csv, json)."""
+    found: dict[str, tuple[Path, str]] = {}
+    for entry in sorted(folder.iterdir()):
+        relation, dot, suffix = entry.name.rpartition(".")
+        fmt = FACT_FORMATS.get(f".{suffix.lower()}") if dot else None
+        if entry.name.startswith((".", "_")):
+            continue
+        if fmt is None or not entry.is_file():
+            raise TableError(
+                f"{entry}: the facts folder holds one file a relation, RELATION.csv or RELATION.jsonl "
+                "(such as ranger_item.csv)"
+            )
+        if relation in found:
+            raise TableError(f"{folder}: the facts of `{relation}` are written twice ({found[relation][0].name}, "
+                             f"{entry.name})")
+        found[relation] = (entry, fmt)
+    return found
+
+
+def fact_rows(path: Path, fmt: str) -> Iterator[tuple[int, list[Any]]]:
+    """Each row of one relation's facts, with its line: a CSV row without a header (every row as wide
+    as the first), or a JSON list a line."""
+    table = TableFile(FACTS_FOLDER, path, "csv" if fmt == "csv" else "json")
+    with table._open() as file:
+        try:
+            if fmt == "csv":
+                reader = csv.reader(file, strict=True)
+                width, line = -1, reader.line_num
+                for row in reader:
+                    start, line = line + 1, reader.line_num
+                    if not row:
+                        continue
+                    if width >= 0 and len(row) != width:
+                        raise table.fail(
+                            start, f"a row of {len(row)} values where the first had {width}: {','.join(row)}"
+                        )
+                    width = len(row)
+                    yield start, row
+                return
+            decode = json.JSONDecoder().decode
+            for number, text in enumerate(file, start=1):
+                if not text.strip():
+                    continue
+                try:
+                    row = decode(text.rstrip("\r\n"))
+                except ValueError as error:
+                    problem = str(error).partition(":")[0]
+                    column = getattr(error, "colno", 0)
+                    raise TableError(f"{path}:{number}:{column}: not valid JSON: {problem}") from None
+                if not isinstance(row, list):
+                    raise table.fail(number, 'a row of facts is a JSON list of text, such as ["policy 12", "allow"]')
+                yield number, row
+        except csv.Error as error:
+            raise TableError(f"{path}: not valid CSV: {error}") from None
+        except UnicodeDecodeError:
+            raise table._not_utf8() from None
+
+
 def find_tables(path: Path) -> list[TableFile]:
     """The table files of a world: a folder of tables, or one table file named after its table.
 
@@ -494,7 +560,7 @@ def find_tables(path: Path) -> list[TableFile]:
         if table in found:
             raise TableError(f"{path}: the {table} table is written twice ({found[table][0].path.name}, {entry.name})")
         found[table] = files
-    if not found:
+    if not found and not (path / FACTS_FOLDER).is_dir():
         raise TableError(
             f"{path}: no world tables here; a world folder holds entities, grants, members and admins tables "
             "(such as grants.csv, grants.jsonl or grants.parquet)"

@@ -18,7 +18,7 @@ import yaml
 from privilog.dsl.errors import did_you_mean
 from privilog.engine.ids import EntityId, IdError, parse_instance, parse_principal
 from privilog.engine.patterns import is_pattern, parse_pattern
-from privilog.engine.world.model import ALL, Grant, World, WorldError, check_membership
+from privilog.engine.world.model import ALL, Grant, World, WorldError, check_fact, check_membership
 
 CONFIG_KEY = re.compile(r"[a-z][a-z0-9_.]{0,99}")
 CONFIG_VALUE = re.compile(r"[!-~]{1,1000}")  # printable ASCII without blanks: an id, a name, `*`
@@ -109,7 +109,7 @@ def compose(text: str, file: str) -> Located | None:
 class WorldReader:
     """Turns located YAML values into a :class:`World`, checking actions against the policy's."""
 
-    KEYS = ("instance", "config", "entities", "owners", "grants", "members", "admins")
+    KEYS = ("instance", "config", "entities", "owners", "grants", "members", "admins", "facts")
 
     def __init__(self, actions: Iterable[str]):
         self.actions = tuple(actions)
@@ -219,7 +219,35 @@ class WorldReader:
             world.config = self.config(data["config"])
         if "owners" in data:
             world.owners = self.owners(data["owners"])
+        if "facts" in data:
+            world.facts = self.facts(data["facts"])
         return world
+
+    def facts(self, item: Located) -> dict[str, frozenset[tuple[str, ...]]]:
+        """``facts``: a mapping of a relation's name to its rows, each a list of text values."""
+        if item.value is None:
+            return {}
+        if not isinstance(item.value, dict):
+            raise self.fail(item.where, "`facts` is a mapping of a relation's name to its rows, such as "
+                            "`blocked: [[user:eve, \"dataset:ns1.*\"]]`")
+        out: dict[str, frozenset[tuple[str, ...]]] = {}
+        for relation, rows in item.value.items():
+            try:
+                check_fact(relation, ())
+            except WorldError as error:
+                raise self.fail(rows.where, str(error)) from None
+            found: list[tuple[str, ...]] = []
+            for row in self.items(rows, f"facts.{relation}"):
+                if not isinstance(row.value, list):
+                    raise self.fail(row.where, f'a `{relation}` fact is a list of values, such as ["policy 12", allow]')
+                for value in row.value:
+                    try:
+                        check_fact(relation, [value.value])
+                    except WorldError as error:
+                        raise self.fail(value.where, str(error)) from None
+                found.append(tuple(v.value for v in row.value))
+            out[relation] = frozenset(found)
+        return out
 
     def owners(self, item: Located) -> dict[EntityId, EntityId]:
         """``owners``: a mapping of ENTITY to the id of its owner (`kerberosprincipal:...`)."""

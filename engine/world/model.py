@@ -62,6 +62,42 @@ def check_action(action: str, actions: Iterable[str] = ()) -> str:
     return action
 
 
+FACT_RELATION = re.compile(r"[a-z_][A-Za-z0-9_]*\Z")  # a relation's name, as the policy language writes one
+_FACT_VALUE = re.compile(r"[^\x00-\x1f\x7f]{0,1000}\Z")  # text without control characters, at most 1000
+
+
+def check_fact(relation: object, row: object) -> tuple[str, ...]:
+    """A row of a world's ``facts:``, checked: a relation's name, and a row of text values.
+
+    >>> check_fact("blocked", ["user:eve", "dataset:ns1.*"])
+    ('user:eve', 'dataset:ns1.*')
+    >>> check_fact("blocked", ["user:eve", 12])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+      ...
+    privilog.engine.world.model.WorldError: a value of a `blocked` fact must be text, not 12: quote it ...
+    """
+    if not isinstance(relation, str) or not FACT_RELATION.match(relation):
+        raise WorldError(
+            f"a relation of `facts` is a name such as `ranger_item` (letters, digits and `_`, "
+            f"starting lower case), not {relation!r}"
+        )
+    if not isinstance(row, (list, tuple)):
+        raise WorldError(f"a `{relation}` fact is a list of values, such as [\"policy 12\", allow], not {row!r}")
+    for value in row:
+        if isinstance(value, (list, tuple, dict)):
+            raise WorldError(f"a value of a `{relation}` fact must be text, not a list or a mapping")
+        if not isinstance(value, str):
+            raise WorldError(
+                f"a value of a `{relation}` fact must be text, not {value!r}: quote it (\"{value}\")"
+                if isinstance(value, (int, float)) and not isinstance(value, bool)
+                else f"a value of a `{relation}` fact must be text, not {value!r}"
+            )
+        if not _FACT_VALUE.match(value):
+            raise WorldError(f"a value of a `{relation}` fact is text without control characters, "
+                             f"at most 1000 characters, not {value[:40]!r}")
+    return tuple(row)
+
+
 def check_membership(member: str, group: str) -> tuple[str, str]:
     """A membership of two principals, checked: only a group or a role has members (a user is in
     no user: being "in" ``user:root`` would hold root's grants and admin rights).
@@ -142,8 +178,13 @@ class World:
     # who owns an entity (CDAP's owner principal: the kerberos principal it runs as), read by rules
     # as `owned_by(ENTITY, OWNER)`
     owners: dict[EntityId, EntityId] = field(default_factory=dict)
+    # rows of relations the policy declares and derives by no rule (`facts:`), read by rules as
+    # base facts; changed only by editing the file (no change of the world's log touches them)
+    facts: dict[str, frozenset[tuple[str, ...]]] = field(default_factory=dict)
     # the policy's actions, when the world was read for one: a grant of any other is refused
     actions: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    # the name of the file (or folder of tables) the world was read from, as given: for messages
+    origin: str | None = field(default=None, compare=False, repr=False)
     # the YAML text the world was read from (or last saved as): a save edits it in place
     source: str | None = field(default=None, compare=False, repr=False)
     # the file the world was read from, and how much of it and its log (engine.world.following)
@@ -471,7 +512,11 @@ class World:
             "admins": sorted(self.admins),
         } | ({"config": {k: list(v) for k, v in sorted(self.config.items())}} if self.config else {}) | (
             {"owners": {str(e): str(o) for e, o in sorted(self.owners.items())}} if self.owners else {}
-        )
+        ) | ({"facts": {k: [list(r) for r in sorted(v)] for k, v in sorted(self.facts.items())}} if self.facts else {})
+
+    def fact_rows(self) -> int:
+        """How many rows the world's ``facts:`` hold (counted against the world's limit of entries)."""
+        return sum(len(rows) for rows in self.facts.values())
 
 
 @dataclass

@@ -21,9 +21,18 @@ from privilog.dsl.errors import PrivilogError, did_you_mean
 from privilog.dsl.files import read_world_text
 from privilog.engine.ids import INSTANCE_NAME, EntityId, IdError, parse_principal
 from privilog.engine.patterns import parse_pattern
-from privilog.engine.world.formats import TableError, TableFile, Unreadable, find_tables, load_document
+from privilog.engine.world.formats import (
+    FACTS_FOLDER,
+    TableError,
+    TableFile,
+    Unreadable,
+    fact_rows,
+    fact_tables,
+    find_tables,
+    load_document,
+)
 from privilog.engine.world.located import CONFIG_KEY, CONFIG_VALUE, WorldReader, compose, parse_located
-from privilog.engine.world.model import ALL, Grant, World, WorldError, check_membership
+from privilog.engine.world.model import ALL, Grant, World, WorldError, check_fact, check_membership
 
 
 def parse_world(text: str, actions: Iterable[str], file: str = "<world>", path: Path | None = None) -> World:
@@ -72,10 +81,44 @@ def load_tables(path: str | Path, actions: Iterable[str]) -> World:
         files = find_tables(Path(path))
         with _collector_paused():
             world = _TableReader(actions).read(files)
+            if (Path(path) / FACTS_FOLDER).is_dir():
+                world.facts = _fact_tables(Path(path) / FACTS_FOLDER)
     except TableError as error:
         raise WorldError(str(error)) from None
-    world.actions = tuple(actions)
+    world.actions, world.origin = tuple(actions), str(path)
     return world
+
+
+def read_facts(path: str | Path) -> dict[str, frozenset[tuple[str, ...]]]:
+    """A world's ``facts:`` from a folder of ``RELATION.csv`` (no header) and ``RELATION.jsonl`` files
+    (the ``facts`` folder of a world of tables, or one given alone: ``privilog pipeline --facts``);
+    a bad row is an error naming its file and line."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise WorldError(f"{folder}: no such folder of facts (one file a relation, such as ranger_item.csv)")
+    try:
+        with _collector_paused():
+            return _fact_tables(folder)
+    except TableError as error:
+        raise WorldError(str(error)) from None
+
+
+def _fact_tables(folder: Path) -> dict[str, frozenset[tuple[str, ...]]]:
+    """A world's ``facts`` folder: each relation's rows, a bad one named by its file and line."""
+    out: dict[str, frozenset[tuple[str, ...]]] = {}
+    for relation, (path, fmt) in fact_tables(folder).items():
+        try:
+            check_fact(relation, ())
+        except WorldError as error:
+            raise TableError(f"{path}: {error}") from None
+        rows = []
+        for line, row in fact_rows(path, fmt):
+            try:
+                rows.append(check_fact(relation, row))
+            except WorldError as error:
+                raise TableError(f"{path}:{line}: {error}") from None
+        out[relation] = frozenset(rows)
+    return out
 
 
 # ---- the plain reader and the tables reader ---------------------------------------------
@@ -177,7 +220,23 @@ class _PlainReader:
             if type(owners) is not dict or any(type(k) is not str or type(v) is not str for k, v in owners.items()):
                 raise _Invalid
             world.owners = {entities[k]: entities[v] for k, v in owners.items()}
+        if "facts" in data:
+            world.facts = self._facts(data["facts"])
         return world
+
+    @staticmethod
+    def _facts(value: Any) -> dict[str, frozenset[tuple[str, ...]]]:
+        """``facts``: each relation's rows (a bad one raises; the located reader says where)."""
+        if value is None:
+            return {}
+        if type(value) is not dict:
+            raise _Invalid
+        out: dict[str, frozenset[tuple[str, ...]]] = {}
+        for relation, rows in value.items():
+            if rows is not None and type(rows) is not list:
+                raise _Invalid
+            out[relation] = frozenset(check_fact(relation, row) for row in rows or ())
+        return out
 
     @staticmethod
     def _config(value: Any) -> dict[str, tuple[str, ...]]:

@@ -2,9 +2,10 @@
 
 ``entities`` (``entity``), ``grants`` (``principal, action, entity``), ``members``
 (``principal, group``) and ``admins`` (``principal``), each a CSV file with a header,
-JSON lines, or Parquet (with pyarrow). Read back, the folder is the same world: a
-world's instance, settings and owners have no table, so a world with any of them is
-refused rather than written without them.
+JSON lines, or Parquet (with pyarrow); a world's ``facts:`` as a folder ``facts`` of
+``RELATION.csv`` (no header) or ``RELATION.jsonl`` files (CSV or JSON lines only). Read
+back, the folder is the same world: a world's instance, settings and owners have no
+table, so a world with any of them is refused rather than written without them.
 
 The folder is written whole or not at all: into a temporary folder beside it, each
 file fsynced, then renamed into place. The folder must not exist yet (or be empty).
@@ -23,7 +24,7 @@ from pathlib import Path
 from privilog.dsl.errors import OneLineError
 from privilog.dsl.files import fsync_path
 from privilog.engine.ids import DEFAULT_INSTANCE
-from privilog.engine.world.formats import WORLD_TABLES
+from privilog.engine.world.formats import FACTS_FOLDER, WORLD_TABLES
 from privilog.engine.world.model import World
 
 TABLE_SUFFIX = {"csv": ".csv", "jsonl": ".jsonl", "parquet": ".parquet"}
@@ -53,6 +54,7 @@ def write_tables(world: World, folder: Path, fmt: str = "csv") -> list[Path]:
             (f"instance: {world.instance}", world.instance != DEFAULT_INSTANCE),
             ("config:", bool(world.config)),
             ("owners:", bool(world.owners)),
+            ("facts: (as Parquet; write them as csv or jsonl)", bool(world.facts) and fmt == "parquet"),
         )
         if there
     ]
@@ -78,6 +80,13 @@ def write_tables(world: World, folder: Path, fmt: str = "csv") -> list[Path]:
             path = staging / f"{table}{TABLE_SUFFIX[fmt]}"
             _write(path, WORLD_TABLES[table], rows, fmt)
             written.append(folder / path.name)
+        if world.facts:
+            (staging / FACTS_FOLDER).mkdir()
+            for relation, facts in sorted(world.facts.items()):
+                path = staging / FACTS_FOLDER / f"{relation}{TABLE_SUFFIX[fmt]}"
+                _write_facts(path, sorted(facts), fmt)
+                written.append(folder / FACTS_FOLDER / path.name)
+            fsync_path(staging / FACTS_FOLDER)
         if folder.exists():
             folder.rmdir()  # empty: checked above
         os.rename(staging, folder)
@@ -86,6 +95,21 @@ def write_tables(world: World, folder: Path, fmt: str = "csv") -> list[Path]:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return written
+
+
+def _write_facts(path: Path, rows: list[tuple[str, ...]], fmt: str) -> None:
+    """One relation's facts: CSV without a header, or a JSON list a line."""
+    out = io.StringIO()
+    if fmt == "csv":
+        if any(not row for row in rows):
+            raise TablesRefused(f"{path}: a fact of no values has no CSV line; write the tables as jsonl")
+        csv.writer(out, lineterminator="\n").writerows(rows)
+    else:
+        out.writelines(json.dumps(list(row)) + "\n" for row in rows)
+    with open(path, "w", encoding="utf-8", newline="") as file:
+        file.write(out.getvalue())
+        file.flush()
+        os.fsync(file.fileno())
 
 
 def _write(path: Path, columns: tuple[str, ...], rows: list[tuple[str, ...]], fmt: str) -> None:

@@ -42,11 +42,12 @@ def _edited_source(world: World) -> str | None:
         again = parse_world(text, world.actions)
     except PrivilogError:
         return None
-    same = (again.instance, again.entities, again.grants, again.members, again.admins) == (
+    same = (again.instance, again.entities, again.grants, again.members, again.admins, again.facts) == (
         world.instance,
         world.entities,
         world.grants,
         world.members,
         world.admins,
+        world.facts,  # never changed by a change: the source's own, unless set otherwise in memory
     )
     return text if same else None

@@ -238,6 +238,7 @@ def copy_world(world: Any) -> Any:
         instance=world.instance,
         config=dict(world.config),
         owners=dict(world.owners),
+        facts=dict(world.facts),
         actions=world.actions,
     )
 

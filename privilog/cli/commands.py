@@ -326,6 +326,9 @@ def build_parser() -> argparse.ArgumentParser:
     from privilog.cli import verifylog
 
     verifylog.register(sub)
+    from privilog.cli import ranger
+
+    ranger.register(sub)  # ranger import, ranger export
     from privilog.pipeline import commands as pipeline  # pyspark is imported only when a pipeline command runs
 
     pipeline.register(sub)

@@ -66,6 +66,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from privilog import dsl
     from privilog.api import load_world_for
+    from privilog.store.base import facts_refusal
 
     policy = dsl.load_policy(args.policy)
     world = load_world_for(policy, args.world)
@@ -81,6 +82,8 @@ def cmd_import(args: argparse.Namespace) -> int:
             f"({len(world.owners)} owned entities); owners are read from world files; "
             "remove `owners:` to import the rest"
         )
+    if world.facts:  # refused, not dropped, as settings are
+        raise PrivilogError(facts_refusal(world, str(args.world)))
     with _open(args, create=True) as store:
         counts = store.import_world(world, local_actor())
     added = ", ".join(f"{n} {table}" for table, n in counts.items())

@@ -265,6 +265,12 @@ def register(sub: Any) -> None:
             help="the deployment's settings the policy reads (YAML or JSON: KEY: VALUE or a list), "
             "as a world's `config:`, such as `superusers: [user:ann]`",
         )
+        q.add_argument(
+            "--facts",
+            metavar="FOLDER",
+            help="rows of relations the policy declares as its own, as a world's `facts:`: a folder of "
+            "RELATION.csv (no header) or RELATION.jsonl files (docs/worlds.md)",
+        )
         if requests:
             q.add_argument(
                 "--requests",

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from privilog import dsl
 from privilog.dsl.ir import Policy
 from privilog.engine.spark import facade
-from privilog.engine.world import read_config
+from privilog.engine.world import read_config, read_facts
 from privilog.pipeline.catalog import CatalogRun, is_table, read_input, require_catalog, table_name
 from privilog.pipeline.console import Heartbeat, quiet_jvm
 from privilog.pipeline.inputs import (
@@ -211,6 +211,7 @@ def running(args: argparse.Namespace, command: str) -> Iterator[Context]:
     check_catalog_use(args, remote)
     # the settings, read (and refused) before Spark starts
     args.settings = read_config(args.config) if getattr(args, "config", None) else {}
+    args.given = read_facts(args.facts) if getattr(args, "facts", None) else {}  # a world's facts, the same way
 
     def session() -> SparkSession:
         if remote is not None:
@@ -257,7 +258,10 @@ def load_world(
     assert entities is not None and grants is not None
     config = getattr(args, "settings", None) or {}
     members = context.table(args.members, "members")
-    deployment = load_deployment(context.spark, vocabulary, entities, grants, members, config)
+    facts = getattr(args, "given", None) or {}
+    deployment = load_deployment(
+        context.spark, vocabulary, entities, grants, members, config, facts, getattr(args, "facts", None)
+    )
     if report:
         context.rejects.append(deployment.rejects)
     return deployment

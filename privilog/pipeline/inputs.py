@@ -185,8 +185,11 @@ def load_deployment(
     grants: DataFrame,
     members: DataFrame | None,
     config: Mapping[str, tuple[str, ...]] | None = None,
+    facts: Mapping[str, frozenset[tuple[str, ...]]] | None = None,
+    facts_from: str | None = None,
 ) -> CheckedDeployment:
-    """Check the world's tables and turn them into base relations."""
+    """Check the world's tables and turn them into base relations (``facts``: a world's ``facts:``,
+    read from ``facts_from``, as the relations they are of; checked against the policy there)."""
     from pyspark.sql import functions as F
 
     good_entities, bad_entities = _rejects(entities, "entities", vocabulary.entity_problem(F.col("entity"), False))
@@ -208,7 +211,9 @@ def load_deployment(
         vocabulary.principal_problem(F.col("principal")), vocabulary.principal_problem(F.col("group"))
     )
     good_members, bad_members = _rejects(members, "members", member_problem)
-    encoded = facade.deployment(spark, vocabulary, good_entities, good_grants, good_members, config or {}, patterns)
+    encoded = facade.deployment(
+        spark, vocabulary, good_entities, good_grants, good_members, config or {}, patterns, facts, facts_from
+    )
     used = {"entities": good_entities, "grants": good_grants, "members": good_members}
     rejects = bad_entities.union(bad_grants).union(bad_members)
     return CheckedDeployment(**{f.name: getattr(encoded, f.name) for f in fields(encoded)}, rejects=rejects, used=used)

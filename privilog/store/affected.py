@@ -35,8 +35,8 @@ argument's entity. A policy's own rules are read by the what-if analysis
 (:func:`engine.whatif.locality`, request arguments included): rules that read a principal's grants
 on entities not tied to the request's make a grant's or a membership's scope every entity (of the
 principals it names); rules it cannot place at all (another principal's grants, say) make every
-scope everything. So a cache drops more under such a policy, never less. A world's ``config`` and
-``owners`` are not in a store, so no log entry changes them.
+scope everything. So a cache drops more under such a policy, never less. A world's ``config``,
+``owners`` and ``facts`` are not in a store, so no log entry changes them.
 
 >>> scope = Affected(frozenset({"user:ann"}), frozenset({"dataset:ns1.orders"}))
 >>> scope.covers("user:ann", "dataset.read", "dataset:ns1.orders")

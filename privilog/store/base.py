@@ -67,6 +67,16 @@ class StoreError(OneLineError):
     """A store that cannot be opened or used as asked, or a change that is malformed."""
 
 
+def facts_refusal(world: World, name: str | None = None) -> str:
+    """Why a world with ``facts:`` is not written into a store: one line naming its relations."""
+    relations = ", ".join(sorted(world.facts))
+    where = name or world.origin or "the world"
+    return (
+        f"{where}: a store cannot hold a world's `facts:` yet ({relations}); keep this world in a file "
+        "(--world), or remove `facts:` to import the rest"
+    )
+
+
 class StoreUnavailable(StoreError):
     """The store cannot be reached now (its database is down, its file locked or unreadable): try again
     later. The server answers 503 with ``Retry-After``; nothing was changed."""

@@ -58,6 +58,7 @@ from .base import (
     StoreError,
     Token,
     check_items,
+    facts_refusal,
     new_token,
     now,
     refusal,
@@ -710,6 +711,8 @@ class SqlStore(Store):
     # ---- bulk -----------------------------------------------------------------------------
 
     def import_world(self, world: World, actor: str) -> dict[str, int]:
+        if world.facts:  # refused, not dropped: a store has no table for them
+            raise StoreError(facts_refusal(world))
         grants = [(g.principal, g.action, str(g.entity)) for g in world.grants]
         tables: list[tuple[str, str, list[tuple[Any, ...]]]] = [
             ("entities", "entity, top", [(str(e), top_of(e)) for e in world.entities]),

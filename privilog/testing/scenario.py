@@ -226,6 +226,7 @@ class ScenarioRunner:
             instance=world.instance,
             config=dict(world.config),  # the file's settings and owners stay: a case adds grants, not a deployment
             owners=dict(world.owners),
+            facts=dict(world.facts),
         )
 
 

@@ -7,10 +7,14 @@ Two kinds, each as policy text (so the parser, the lowering and the static check
   recursion; stratified negation, of recursive relations too; comparisons; constants of
   every kind the language has (ids, quoted strings, numbers, `$arguments`, lower-case names,
   the empty string, values that look alike: `1`, `"1"`, `01`); `_` in positive and negated
-  atoms; over world relations (`grant`, `member_of`, `child_of`) that change row by row.
+  atoms; over world relations (`grant`, `member_of`, `child_of`) that change row by row, and a
+  relation the program declares whose rows a world's `facts:` gives (``GIVEN``: read, and
+  negated, as the world's are; never changed).
 * **policies over the prelude** (`include` of a shipped policy: cdap, cdap-5.1, cdap-4.2): rules of their own over what the prelude
   derives (`holds`, `ancestor`, `member_of`, ...), deny rules (`denied(R) :- ...`), bypasses,
-  and an operation met `by NAME`, a rule of the policy's.
+  and an operation met `by NAME`, a rule of the policy's; and a relation the policy declares,
+  `tagged(principal, entity)`, whose rows the world's `facts:` give (``prelude_worlds``), some of
+  them wildcards (``PATTERNS``) that rules read through `matches`, and negate.
 
 Stratification is by construction: each relation has a level, a rule reads relations of its
 own level or below and negates only those strictly below (or the world's).
@@ -44,6 +48,7 @@ SPELLINGS: dict[str, tuple[str, ...]] = {
 VALUES = tuple(SPELLINGS)
 VARIABLES = ("X", "Y", "Z", "W")
 WORLD = {"member_of": 2, "grant": 3, "child_of": 2}  # base relations a world changes row by row
+GIVEN = "tagged"  # a relation the program declares and a world's `facts:` give (no change touches it)
 OPERATORS = ("==", "!=", "<", "<=", ">", ">=")
 
 
@@ -134,16 +139,20 @@ def _row(draw: st.DrawFn, arity: int) -> tuple[str, ...]:
 def generic_programs(draw: st.DrawFn) -> Program:
     """A program without the prelude, its world, and changes to that world."""
     world = [Relation(name, arity, -1) for name, arity in WORLD.items()]
+    given = [Relation(GIVEN, draw(st.integers(1, 2)), -1)]  # its rows: the world's facts
     count = draw(st.integers(1, 4))
     relations = [Relation(f"p{i}", draw(st.integers(0, 3)), draw(st.integers(0, 2))) for i in range(count)]
-    lines = ["policy generated", *(f"relation {r.name}({', '.join(f'c{i}' for i in range(r.arity))})" for r in world)]
+    lines = [
+        "policy generated",
+        *(f"relation {r.name}({', '.join(f'c{i}' for i in range(r.arity))})" for r in (*world, *given)),
+    ]
     for relation in relations:
         for _ in range(draw(st.integers(0, 3))):  # facts written in the policy
             lines.append(f"{relation.name}({', '.join(constant(draw) for _ in range(relation.arity))}).")
         for _ in range(draw(st.integers(0 if lines[-1].endswith(").") else 1, 3))):
-            lines.append(_rule(draw, relation, relations, world))
+            lines.append(_rule(draw, relation, relations, [*world, *given]))
     _defined(lines, relations)
-    facts = {r.name: {_row(draw, r.arity) for _ in range(draw(st.integers(0, 5)))} for r in world}
+    facts = {r.name: {_row(draw, r.arity) for _ in range(draw(st.integers(0, 5)))} for r in (*world, *given)}
     changes = []
     for _ in range(draw(st.integers(0, 6))):
         relation = draw(st.sampled_from(world))
@@ -152,7 +161,7 @@ def generic_programs(draw: st.DrawFn) -> Program:
             changes.append(("remove", relation.name, draw(st.sampled_from(present))))
         else:
             changes.append(("add", relation.name, _row(draw, relation.arity)))
-    arities = {r.name: r.arity for r in (*world, *relations)}
+    arities = {r.name: r.arity for r in (*world, *given, *relations)}
     return Program("\n".join(lines), arities, facts, changes)
 
 
@@ -179,6 +188,15 @@ ENTITIES = (
     "artifact:ns1.art",
 )
 ACTIONS = ("READ", "WRITE", "EXECUTE", "ADMIN")
+# wildcards among the world's facts of `tagged`, each with the ENTITIES it matches, written out here
+# (not worked out by engine.patterns): the oracle's `matches` rows for them
+PATTERNS: dict[str, tuple[str, ...]] = {
+    "dataset:ns1.d*": ("dataset:ns1.d1", "dataset:ns1.d2"),
+    "dataset:*.d1": ("dataset:ns1.d1", "dataset:ns2.d1"),
+    "namespace:ns?": ("namespace:ns1", "namespace:ns2"),
+    "program:ns1.app.*.*": ("program:ns1.app.service.s",),
+    "stream:ns9.*": (),
+}
 PRELUDE_VALUES = (*USERS, *GROUPS, *ENTITIES, *ACTIONS, "dataset", "namespace", "a", "1")
 
 # What a rule of the policy's may read, with each column's kind: the world's relations and
@@ -192,6 +210,8 @@ PRELUDE_READS: dict[str, tuple[str, ...]] = {
     "child_of": ("entity", "entity"),
     "is_a": ("entity", "type"),
     "in_group": ("principal", "group"),
+    GIVEN: ("principal", "entity"),  # the world's facts, read as they are (a pattern matches only itself)
+    GIVEN + "~": ("principal", "entity"),  # read through a pattern: given(P, X), matches(E, X)
 }
 KIND_VALUES = {
     "principal": (*USERS, *GROUPS),
@@ -220,9 +240,13 @@ def _prelude_rule(draw: st.DrawFn, head: str, arity: int, own: list[tuple[str, i
                 terms.append(_spelled(draw(st.sampled_from(KIND_VALUES[kind]))))
             else:
                 terms.append("_")
+        if name == GIVEN + "~":  # the entity through a wildcard (or a plain id: it matches only itself)
+            pattern = f"X{len(literals)}"
+            literals += [f"{GIVEN}({terms[0]}, {pattern})", f"matches({terms[1]}, {pattern})"]
+            continue
         literals.append(f"{name}({', '.join(terms)})")
     variables = sorted(bound)
-    for relation, columns in own:
+    for relation, columns in [*own, (GIVEN, 2)]:
         if variables and draw(st.booleans()):
             terms = [draw(st.sampled_from([*variables, "_"])) for _ in range(columns)]
             literals.append(f"not {relation}({', '.join(terms)})")
@@ -241,7 +265,11 @@ def _spelled(value: str) -> str:
 def prelude_policies(draw: st.DrawFn) -> tuple[str, list[str]]:
     """A policy over the shipped `cdap` policy: text, and the names of its own relations."""
     shipped = draw(st.sampled_from(["cdap", "cdap-5.1", "cdap-4.2"]))
-    lines = ['policy generated_over_cdap "rules of its own over the prelude"', f'include "{shipped}"']
+    lines = [
+        'policy generated_over_cdap "rules of its own over the prelude"',
+        f'include "{shipped}"',
+        f"relation {GIVEN}(principal, entity)",  # its rows: the world's facts (prelude_worlds)
+    ]
     own: list[tuple[str, int]] = []
     for i in range(draw(st.integers(1, 3))):
         name, arity = f"q{i}", draw(st.integers(1, 2))
@@ -289,7 +317,19 @@ def prelude_worlds(draw: st.DrawFn) -> dict[str, Any]:
     members = draw(
         st.lists(st.tuples(st.sampled_from([*USERS, *GROUPS]), st.sampled_from(GROUPS)), max_size=5, unique=True)
     )
-    return {"entities": entities, "grants": [list(g) for g in grants], "members": [list(m) for m in members]}
+    given = draw(
+        st.lists(
+            st.tuples(st.sampled_from([*USERS, *GROUPS]), st.sampled_from([*ENTITIES, *PATTERNS])),
+            max_size=5,
+            unique=True,
+        )
+    )
+    return {
+        "entities": entities,
+        "grants": [list(g) for g in grants],
+        "members": [list(m) for m in members],
+        "facts": {GIVEN: [list(f) for f in given]},
+    }
 
 
 def drawn_programs(count: int) -> list[Program]:

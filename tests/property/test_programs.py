@@ -28,7 +28,16 @@ from hypothesis import strategies as st
 from privilog.dsl.ir import Policy
 from privilog.engine.backends import Backend, make_backend
 from privilog.engine.program import by_rules, compile_policy, table_facts
-from programs import ENTITIES, GROUPS, USERS, Program, generic_programs, prelude_policies, prelude_worlds
+from programs import (
+    ENTITIES,
+    GROUPS,
+    PATTERNS,
+    USERS,
+    Program,
+    generic_programs,
+    prelude_policies,
+    prelude_worlds,
+)
 
 from privilog import Authorizer, dsl
 from privilog.api import load_world_for
@@ -134,6 +143,13 @@ def _oracle_rows(authz: Authorizer, ids: Mapping[str, Any]) -> dict[str, set[Row
     for rid, request in ids.items():
         for name, rows in authz.deciding.request_facts(rid, request).items():
             facts.setdefault(name, set()).update(rows)
+    # the wildcards among the world's facts match what programs.PATTERNS says, among the entities that
+    # exist and those the requests name: not what the engine worked out
+    given = {v for rows in authz.world.facts.values() for row in rows for v in row if v in PATTERNS}
+    places = {str(e) for e in authz.world.existing()} | {str(r.entity) for r in ids.values()}
+    facts["matches"] = {row for row in facts.get("matches", set()) if row[1] not in PATTERNS} | {
+        (entity, pattern) for pattern in given for entity in PATTERNS[pattern] if entity in places
+    }
     return clingo_oracle.solve([*authz.policy.rules, *by_rules(authz.policy)], facts)
 
 

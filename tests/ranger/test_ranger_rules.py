@@ -11,12 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from privilog.dsl.errors import PrivilogError
+from privilog.engine.authorizer import Authorizer
 
 from privilog import dsl
 from privilog.api import load_world_for
 from privilog.cli import main
-from privilog.dsl.errors import PrivilogError
-from privilog.engine.authorizer import Authorizer
 
 FACTS = """
 policy ranger_facts
