@@ -26,10 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from privilog.engine.ids import EntityId, parse_principal
+
+import privilog
+from privilog.ranger.importing import import_ranger
 
 CASES = Path(__file__).resolve().parent / "cases"
-RULES = Path(__file__).resolve().parents[2] / "rules"
-POLICY = RULES / "ranger-cdap.policy"
+POLICY = "ranger-cdap"
 KINDS = {"policyItems": "allow", "allowExceptions": "allow_except",
          "denyPolicyItems": "deny", "denyExceptions": "deny_except"}
 ORDER = ["namespace", "application", "artifact", "program"]
@@ -47,121 +50,8 @@ FILES = _files()
 PARAMS = [pytest.param(stem, n, id=case["id"]) for stem, doc in FILES.items() for n, case in enumerate(doc["cases"])]
 
 
-def _missing_piece() -> str | None:
-    """What is not there yet for the run: the policy, or world facts in the engine."""
-    if not POLICY.exists() or not (RULES / "prelude" / "ranger.policy").exists():
-        return "rules/ranger-cdap.policy and rules/prelude/ranger.policy (the lead's) are not there yet"
-    from privilog.engine.world import WorldError, world_from_data
-
-    try:
-        world_from_data({"facts": {"ranger_user": [["user:x"]]}}, ("READ",))
-    except WorldError as error:
-        return f"world `facts:` are not read yet (helper wt-facts): {error}"
-    return None
-
-
-# ---- TEMPORARY: the import's facts, written here until privilog.ranger (wt-rimport) lands ----------
-# The contract (the brief of issue 37): ranger_user, ranger_policy, ranger_override,
-# ranger_deny_all_else, ranger_resource, ranger_inside, ranger_exclude, ranger_item, ranger_delegate;
-# memberships of roles as the world's members.
-
-
-def _any(values: list[str]) -> bool:
-    """A Ranger level whose values include a match-any (`*`, `**`): it matches any value and none."""
-    return any(v != "" and v.strip("*") == "" for v in values)
-
-
-def _level_pattern(level: str, value: str) -> str:
-    """A level's value as the parts of a privilog id: a program's `*` is any type and any name."""
-    return "*.*" if level == "program" and value.strip("*") == "" else value
-
-
-def _values(res: dict[str, Any], level: str, excluded_as_any: bool = True) -> list[str]:
-    """A level's patterns: `*` for a match-any level, and for an excluded one unless asked for its values."""
-    if _any(res[level]["values"]) or (excluded_as_any and res[level]["isExcludes"]):
-        return [_level_pattern(level, "*")]
-    return [_level_pattern(level, v) for v in res[level]["values"]]
-
-
-def _ids(type_name: str, per_level: list[list[str]]) -> list[str]:
-    out = [""]
-    for values in per_level:
-        out = [f"{o}.{v}" if o else v for o in out for v in values]
-    return [f"{type_name}:{name}" for name in out]
-
-
-def temporary_import_facts(export: dict[str, Any], roles: dict[str, Any]) -> tuple[dict[str, list[list[str]]], list]:
-    """TEMPORARY (until privilog.ranger lands): an export's facts as the contract has them, and the
-    roles' memberships. Ranger's match types at HEAD: an entity whose levels all match the policy's
-    (an `isExcludes` level flipped) is its SELF when the policy stops there, SELF_AND_ALL_DESCENDANTS
-    when every deeper level of the policy is match-any (`ranger_resource`), DESCENDANT otherwise
-    (`ranger_inside`); an entity deeper than the policy (ANCESTOR) is neither."""
-    facts: dict[str, list[list[str]]] = {k: [] for k in (
-        "ranger_user", "ranger_policy", "ranger_override", "ranger_deny_all_else", "ranger_resource",
-        "ranger_inside", "ranger_exclude", "ranger_item", "ranger_delegate")}
-    users: set[str] = set()
-    for pol in export["policies"]:
-        if not pol.get("isEnabled", True) or pol.get("policyType", 0) != 0:
-            continue
-        key = f"policy {pol['id']}"
-        facts["ranger_policy"].append([key, pol["name"]])
-        if pol.get("policyPriority"):
-            facts["ranger_override"].append([key])
-        if pol.get("isDenyAllElse"):
-            facts["ranger_deny_all_else"].append([key])
-        res = {k: v for k, v in pol["resources"].items() if k != "instance"}
-        chain = sorted(res, key=ORDER.index)
-        for type_name, levels in LEVELS.items():
-            depth = len(levels)
-            if len(chain) < depth:
-                continue  # the entity is deeper than the policy (ANCESTOR: not counted at HEAD)
-            if chain[:depth] != list(levels):
-                continue  # another branch of the hierarchy (an artifact's policy, an application)
-            if any(res[lv]["isExcludes"] and _any(res[lv]["values"]) for lv in levels):
-                continue  # an excluded match-any level matches nothing
-            below = chain[depth:]
-            if all(_any(res[lv]["values"]) and not res[lv]["isExcludes"] for lv in below):
-                rel = "ranger_resource"  # SELF, or SELF_AND_ALL_DESCENDANTS
-            else:
-                rel = "ranger_inside"  # DESCENDANT
-            facts[rel] += [[key, p] for p in _ids(type_name, [_values(res, lv) for lv in levels])]
-            for lv in levels:
-                if res[lv]["isExcludes"]:
-                    ex = [_values(res, o, excluded_as_any=(o != lv)) for o in levels]
-                    facts["ranger_exclude"] += [[key, p] for p in _ids(type_name, ex)]
-        for field, kind in KINDS.items():
-            for item in pol.get(field) or []:
-                principals = [f"user:{u}" for u in item.get("users") or []]
-                principals += ["public" if g == "public" else f"group:{g}" for g in item.get("groups") or []]
-                principals += [f"role:{r}" for r in item.get("roles") or []]
-                users.update(p for p in principals if p.startswith("user:"))
-                for p in principals:
-                    for acc in item.get("accesses") or []:
-                        if acc.get("isAllowed", True):
-                            facts["ranger_item"].append([key, kind, p, acc["type"].upper()])
-                    if item.get("delegateAdmin"):
-                        facts["ranger_delegate"].append([key, p])
-    members = []
-    for role in roles.get("roles", []):
-        for kind in ("users", "groups", "roles"):
-            for m in role.get(kind) or []:
-                member = f"{kind[:-1]}:{m['name']}"
-                members.append([member, f"role:{role['name']}"])
-                if kind == "users":
-                    users.add(member)
-    facts["ranger_user"] = [[u] for u in sorted(users)]
-    for rel, rows in facts.items():
-        facts[rel] = [list(r) for r in dict.fromkeys(tuple(r) for r in rows)]
-    return facts, members
-
-
 def import_facts(export: dict[str, Any], roles: dict[str, Any]) -> tuple[dict[str, list[list[str]]], list[list[str]]]:
-    """The export's facts and the roles' memberships, by ``privilog ranger import``'s translation (the
-    TEMPORARY one above until it lands)."""
-    try:
-        from privilog.ranger.importing import import_ranger
-    except ImportError:
-        return temporary_import_facts(export, roles)
+    """The export's facts and the roles' memberships, by ``privilog ranger import``'s translation."""
     imported = import_ranger(export, roles=roles)
     facts = {rel: sorted(list(row) for row in rows) for rel, rows in imported.facts.items()}
     return facts, sorted(list(pair) for pair in imported.world.members)
@@ -171,8 +61,6 @@ def import_facts(export: dict[str, Any], roles: dict[str, Any]) -> tuple[dict[st
 
 
 def _ancestors(entity: str) -> list[str]:
-    from privilog.engine.ids import EntityId
-
     eid = EntityId.parse(entity)
     return [str(a) for a in eid.ancestors() if a[0] != "instance"] + [entity]
 
@@ -195,8 +83,6 @@ def _worlds(doc: dict[str, Any]) -> list[list[int]]:
 @cache
 def _authorizers(stem: str) -> dict[int, Any]:
     """Case index -> the authorizer of the world it is decided in."""
-    import privilog
-
     doc = FILES[stem]
     out: dict[int, Any] = {}
     for part in _worlds(doc):
@@ -214,7 +100,7 @@ def _authorizers(stem: str) -> dict[int, Any]:
                 members += [[req["user"], g] for g in req["userGroups"]]
             facts["ranger_user"] = [[u] for u in sorted(users)]
             world = {"instance": "cdap", "entities": entities, "members": members, "facts": facts}
-            authz = privilog.load(str(POLICY), world)
+            authz = privilog.load(POLICY, world)
             for n in ns:
                 out[n] = authz
     return out
@@ -253,9 +139,6 @@ def _involved(policy: dict[str, Any], entity: str) -> bool:
 
 @pytest.mark.parametrize(("stem", "n"), PARAMS)
 def test_ranger_case(stem: str, n: int) -> None:
-    missing = _missing_piece()
-    if missing:
-        pytest.skip(missing)
     got, by = decide(stem, n)
     case = FILES[stem]["cases"][n]
     assert got == case["isAllowed"], explain(stem, n, got)
@@ -267,8 +150,6 @@ def test_ranger_case(stem: str, n: int) -> None:
 def test_vendored_cases_are_cdap_shaped() -> None:
     """The vendored files hold what the run reads: 202 cases from one Ranger commit, each request a CDAP
     entity, principal and action, each export a CDAP service's (its resources and access types CDAP's)."""
-    from privilog.engine.ids import EntityId, parse_principal
-
     cases = [c for doc in FILES.values() for c in doc["cases"]]
     assert len(cases) == 202 and len({c["id"] for c in cases}) == 202
     commits = {doc["source"]["commit"] for doc in FILES.values()}
