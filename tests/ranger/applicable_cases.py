@@ -75,8 +75,14 @@ def access_policies(doc: dict) -> list[dict]:
 
 
 def may_match(policy: dict, elements: dict) -> bool:
-    """Could this policy's resource match (self, ancestor or descendant) the request's resource?"""
-    resources = policy.get("resources") or {}
+    """Could this policy's resource match (self, ancestor or descendant) the request's resource?
+
+    A policy's `additionalResources` are further resource sets it is about (Ranger 2.5): any may match."""
+    return any(_may_match(resources or {}, elements)
+               for resources in [policy.get("resources"), *(policy.get("additionalResources") or [])])
+
+
+def _may_match(resources: dict, elements: dict) -> bool:
     if not resources:
         return True
     for key, res in resources.items():
@@ -180,6 +186,9 @@ def classify(doc: dict, case: dict) -> tuple[str | None, dict]:
             if rule and not rule.match(str(name)):
                 return f"`{name}` is not a valid CDAP {target} name", {}
         mapped[target] = (PROGRAM_PREFIX + str(val)) if target == "program" else val
+    if "program" in mapped and "application" not in mapped:
+        # Ranger asks about `db1/_/col1` (a column without its table); no CDAP entity has that shape
+        return "request resource skips a level (a column without its table: no CDAP entity)", {}
     ignore_case = any((r.get("matcherOptions") or {}).get("ignoreCase") in (True, "true")
                       for r in sd.get("resources", []) if r.get("name") in elements)
     for pol in access_policies(doc):
