@@ -39,6 +39,7 @@ ranger_override("policy 2").
 ranger_inside("policy 2", namespace:hr).
 ranger_resource("policy 2", dataset:hr.pay).
 ranger_item("policy 2", "allow", "role:payroll", "READ").
+ranger_delegate("policy 2", "role:payroll").
 ranger_policy("policy 3", "hr, deny").
 ranger_resource("policy 3", dataset:hr.pay).
 ranger_item("policy 3", "deny", "public", "READ").
@@ -104,6 +105,16 @@ def test_an_allow_names_the_ranger_policy(authorizer: Authorizer, capsys: pytest
     assert holders == {"policy 2"}
 
 
+def test_a_delegate_admin_may_grant_on_what_the_policy_is_about(authorizer: Authorizer) -> None:
+    def grant(principal: str, entity: str) -> bool:
+        kind = entity.partition(":")[0]
+        return authorizer.check(authorizer.request(principal, f"{kind}.grant", entity)).allowed
+
+    assert grant("user:dave", "dataset:hr.pay")  # by the nested role, delegate admin of policy 2
+    assert not grant("user:dave", "namespace:hr")  # policy 2 names something inside it: not about it
+    assert not grant("user:alice", "dataset:hr.pay")  # may read through nothing, and is no delegate
+
+
 def test_a_policy_of_ones_own_still_may_not_add_to_holds(tmp_path: Path) -> None:
     (tmp_path / "mine.policy").write_text(
         'policy mine\ninclude "ranger-cdap.policy"\nholds(P, A, E, P) :- ranger_user(P), is_a(E, "dataset"), A == "READ".\n',
@@ -116,7 +127,7 @@ def test_a_policy_of_ones_own_still_may_not_add_to_holds(tmp_path: Path) -> None
 def test_the_prover_refuses_a_policy_of_world_facts(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["prove", "ranger-cdap", "--examples", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "reads `ranger_deny_all_else`" in err[0] and "not proved" in err[0]
+    assert len(err) == 1 and "reads `ranger_delegate`, `ranger_deny_all_else`" in err[0] and "not proved" in err[0]
 
 
 ANY = """
