@@ -55,6 +55,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         _print_json(decision.to_json() | moment_json(args, revision=True))
     elif args.command == "why" or args.explain:
         print(render_decision(decision))
+        from privilog.ranger.explain import ranger_reasons  # under ranger-cdap: the Ranger policy that denied it
+
+        for line in ranger_reasons(authorizer, decision):
+            print(line)
     else:
         print(render_short(decision))
     _notes(authorizer, request.principal, request.entity)

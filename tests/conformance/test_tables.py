@@ -224,6 +224,8 @@ def test_only_a_missing_argument_makes_a_row_unsatisfiable(case: Case) -> None:
     world = TableWorld(TABLES[policy].entities)
     hopeless = [c for c in world.applicable(row, args) if not world.ways(c, TABLES[policy].subject(row), args)]
     for conjunct in hopeless:
+        if [a.without for a in conjunct.alternatives] == ["a delegate admin of a Ranger policy about it"]:
+            continue  # ranger-cdap's grant: the table's world holds no Ranger policy (tests/ranger holds the rule)
         named = {a.on[1:] for a in conjunct.alternatives if a.on.startswith("$")}
         assert named and not named & set(args), (case_id(case), conjunct)
 

@@ -63,3 +63,22 @@ def test_cdaps_reading_is_the_allow_items_as_grants(imported: Path) -> None:
     assert "policy 122 'datasets outside sandboxes: auditors read': an excluded level" in unread
     assert "policy 117 'finance sales datasets': allow_except, deny" in unread
     assert not any(p == "group:auditors" and e.startswith("dataset:*") for p, a, e in grants)
+
+
+def test_why_names_the_ranger_policy_that_denied(imported: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    world = ["--policy", "ranger-cdap", "--world", str(imported)]
+    assert main(["why", "user:dev1", "dataset.read", "dataset:finance.customers_pii", *world]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert (
+        "Ranger: policy 121 'pii datasets: nobody but privacy officers' denies READ on "
+        "dataset:finance.customers_pii to user:dev1"
+    ) in out
+    assert out[-1] == "Ranger: CDAP refuses grants under Ranger: make a change above as a policy in Ranger Admin"
+    assert main(["why", "user:dev1", "dataset.read", "dataset:finance.ledger", *world]) == 1
+    assert "Ranger: no policy allows READ on dataset:finance.ledger to user:dev1" in capsys.readouterr().out
+    assert main(["why", "user:etl_svc", "securekey.read", "securekey:finance.db_password", *world]) == 1
+    assert "CDAP's plugin asks about `securekey`" in capsys.readouterr().out
+    assert main(["why", "user:hr_auditor_ext", "dataset.read", "dataset:hr.salaries", *world]) == 0
+    out = capsys.readouterr().out
+    assert "by policy 122" in out and "Ranger:" not in out

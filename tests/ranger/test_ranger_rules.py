@@ -39,6 +39,7 @@ ranger_override("policy 2").
 ranger_inside("policy 2", namespace:hr).
 ranger_resource("policy 2", dataset:hr.pay).
 ranger_item("policy 2", "allow", "role:payroll", "READ").
+ranger_delegate("policy 2", "role:payroll").
 ranger_policy("policy 3", "hr, deny").
 ranger_resource("policy 3", dataset:hr.pay).
 ranger_item("policy 3", "deny", "public", "READ").
@@ -104,6 +105,16 @@ def test_an_allow_names_the_ranger_policy(authorizer: Authorizer, capsys: pytest
     assert holders == {"policy 2"}
 
 
+def test_a_delegate_admin_may_grant_on_what_the_policy_is_about(authorizer: Authorizer) -> None:
+    def grant(principal: str, entity: str) -> bool:
+        kind = entity.partition(":")[0]
+        return authorizer.check(authorizer.request(principal, f"{kind}.grant", entity)).allowed
+
+    assert grant("user:dave", "dataset:hr.pay")  # by the nested role, delegate admin of policy 2
+    assert not grant("user:dave", "namespace:hr")  # policy 2 names something inside it: not about it
+    assert not grant("user:alice", "dataset:hr.pay")  # may read through nothing, and is no delegate
+
+
 def test_a_policy_of_ones_own_still_may_not_add_to_holds(tmp_path: Path) -> None:
     (tmp_path / "mine.policy").write_text(
         'policy mine\ninclude "ranger-cdap.policy"\nholds(P, A, E, P) :- ranger_user(P), is_a(E, "dataset"), A == "READ".\n',
@@ -116,4 +127,48 @@ def test_a_policy_of_ones_own_still_may_not_add_to_holds(tmp_path: Path) -> None
 def test_the_prover_refuses_a_policy_of_world_facts(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["prove", "ranger-cdap", "--examples", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "reads `ranger_deny_all_else`" in err[0] and "not proved" in err[0]
+    assert len(err) == 1 and "reads `ranger_delegate`, `ranger_deny_all_else`" in err[0] and "not proved" in err[0]
+
+
+ANY = """
+policy ranger_any
+include "ranger-cdap.policy"
+ranger_user(user:bob).
+ranger_policy("policy 1", "deny bob on fin").
+ranger_resource("policy 1", namespace:fin).
+ranger_item("policy 1", "deny", "user:bob", "READ").
+ranger_policy("policy 2", "allow bob on fin").
+ranger_resource("policy 2", namespace:fin).
+ranger_item("policy 2", "allow", "user:bob", "READ").
+ranger_policy("policy 3", "deny and allow bob inside hr").
+ranger_inside("policy 3", namespace:hr).
+ranger_resource("policy 3", dataset:hr.pay).
+ranger_item("policy 3", "deny", "user:bob", "READ").
+ranger_item("policy 3", "allow", "user:bob", "READ").
+ranger_policy("policy 4", "allow bob inside ops, but not to write").
+ranger_inside("policy 4", namespace:ops).
+ranger_resource("policy 4", dataset:ops.logs).
+ranger_item("policy 4", "allow", "user:bob", "READ").
+ranger_item("policy 4", "allow", "user:bob", "WRITE").
+ranger_item("policy 4", "allow_except", "user:bob", "WRITE").
+"""
+
+
+@pytest.mark.parametrize("backend", ["compiled", "pydatalog"])
+def test_any_access_as_ranger_merges_verdicts(backend: str, tmp_path: Path) -> None:
+    (tmp_path / "any.policy").write_text(ANY, encoding="utf-8")
+    policy = dsl.load_policy(str(tmp_path / "any.policy"))
+    world = {"entities": ["namespace:fin", "dataset:hr.pay", "dataset:ops.logs"]}
+    authorizer = Authorizer(policy, load_world_for(policy, world), backend=backend)
+
+    def sees(entity: str) -> bool:
+        return bool(authorizer.backend.query("ranger_sees", {0: "user:bob", 1: entity}))
+
+    # READ itself is denied (deny beats an allow of the same priority) ...
+    assert not authorizer.backend.query("holds", {0: "user:bob", 1: "READ", 2: "namespace:fin"})
+    # ... but for `_any`, policy 2's allow replaces policy 1's deny of the same priority
+    assert sees("namespace:fin")
+    # inside: policy 3's deny item decides it (deny items first), and is then ignored: no allow
+    assert not sees("namespace:hr")
+    # an allow exception cancels only its own access: READ is still allowed, so the namespace shows
+    assert sees("namespace:ops")

@@ -18,25 +18,14 @@ from privilog.engine.world import write_tables
 
 from privilog import Authorizer, dsl
 from privilog.api import load_world_for
+from tests.engine.test_world_facts import POLICY
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.slow
 
-# the policy and world of tests/engine/test_world_facts.py: a blocklist (a pattern) and a clearance
-# read under negation
-POLICY = """
-policy cleared "a blocklist and clearances given by the world"
-include "cdap"
-relation blocked(principal, entity)
-relation clearance(principal, entity)
-cleared(P, E) :- clearance(P, E).
-cleared(P, E) :- clearance(P, X), matches(E, X).
-denied(R) :- request(R, P, _, E), blocked(P, E).
-denied(R) :- request(R, P, _, E), blocked(P, X), matches(E, X).
-denied(R) :- request(R, P, "dataset.write", E), not cleared(P, E).
-"""
+# its world, as data (a blocklist with a pattern, clearances read under negation)
 WORLD = {
     "entities": ["dataset:ns1.sales_2024", "dataset:ns1.sales_2025", "dataset:ns1.hr", "dataset:ns2.sales_x"],
     "grants": [["user:eve", "ALL", "dataset:ns*.*"], ["user:bob", "ALL", "dataset:ns*.*"]],
