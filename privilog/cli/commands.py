@@ -177,7 +177,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
         else:
             world = load_world_for(left, args.world)
         load_world_for(right, world.to_data())  # the world must make sense to both policies
-        left_world, right_world = _read_by(left, args.left, world), _read_by(right, args.right, world)
+        from privilog.cli.reading import read_by
+
+        left_world, right_world = read_by(left, args.left, world), read_by(right, args.right, world)
         changed = comparison.compare_world(left_world, right_world)
         if args.json:
             _print_json(world_diff_json(args.left, args.right, changed))
@@ -196,19 +198,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
     else:
         print(render_diff(args.left, args.right, diffs))
     return EXIT_DENY if any(d.differs for d in diffs) else EXIT_OK
-
-
-def _read_by(policy: Any, name: str, world: Any) -> Any:
-    """The world as ``policy`` reads it: a policy that does not read Ranger's policies (a world's
-    `ranger_*` facts, from `privilog ranger import`) decides on their allow items as CDAP grants,
-    and a note on stderr says so (privilog.ranger.reading)."""
-    if "ranger_item" not in world.facts or "ranger_item" in {r.name for r in policy.relations}:
-        return world
-    from privilog.ranger.reading import cdap_reading
-
-    reading = cdap_reading(world)
-    print(reading.note(name), file=sys.stderr)
-    return reading.world
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
@@ -347,9 +336,10 @@ def build_parser() -> argparse.ArgumentParser:
     from privilog.cli import ranger
 
     ranger.register(sub)  # ranger import, ranger export
+    from privilog.cli.reading import read_by
     from privilog.pipeline import commands as pipeline  # pyspark is imported only when a pipeline command runs
 
-    pipeline.register(sub)
+    pipeline.register(sub, read_by)  # --world: each policy reads an imported Ranger world as diff does
     return parser
 
 

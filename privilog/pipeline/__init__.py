@@ -7,8 +7,10 @@
 Inputs are tables in Parquet, CSV (with a header) or JSON lines: ``entities``
 (``entity``), ``grants`` (``principal, action, entity``; ``ALL`` is every action),
 ``members`` (``principal, group``) and ``requests`` (``principal, operation, entity``,
-and optionally ``args``, a JSON object, and ``timestamp``). Outputs are Parquet, CSV or
-JSON lines (``--out-format``), written as a run: into a staging folder beside ``--out``,
+and optionally ``args``, a JSON object, and ``timestamp``); or ``--world WORLD``, a world file or folder
+of tables, in place of the deployment's tables (each policy reads it through the ``read_by`` the
+command line hands ``register``: an imported Ranger world as CDAP grants, as ``privilog diff`` does).
+Outputs are Parquet, CSV or JSON lines (``--out-format``), written as a run: into a staging folder beside ``--out``,
 moved into place whole with its manifest ``run.json`` (``runs``), and read back through
 it (``privilog pipeline show``, without Spark: ``show``).
 

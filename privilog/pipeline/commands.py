@@ -17,7 +17,7 @@ from privilog import dsl
 from privilog.engine.ids import DEFAULT_INSTANCE
 from privilog.engine.spark import facade
 from privilog.pipeline.catalog import MODES
-from privilog.pipeline.context import load_inputs, load_world, running, world_counts
+from privilog.pipeline.context import WorldReading, load_inputs, load_world, running, world_counts
 from privilog.pipeline.inputs import Vocabulary, check_requests, number_requests
 from privilog.pipeline.show import render_summary
 from privilog.pipeline.tables import (
@@ -139,7 +139,7 @@ def cmd_impact(args: argparse.Namespace) -> int:
             context.progress(f"deciding under {name}")
             vocabulary = Vocabulary(policy, context.instance)
             # the world's rows are checked by CDAP's id forms and actions alone: report its bad rows once
-            deployment = load_world(context, vocabulary, args, report=name == args.left)
+            deployment = load_world(context, vocabulary, args, report=name == args.left, name=name)
             deployments.append(deployment)
             requests = check_requests(context.spark, vocabulary, numbered)
             context.rejects.append(requests.rejects.withColumn("reason", F.concat(F.lit(f"{name}: "), F.col("reason"))))
@@ -241,8 +241,10 @@ def _reported(command: Callable[[argparse.Namespace], int]) -> Callable[[argpars
     return run
 
 
-def register(sub: Any) -> None:
-    """Add ``privilog pipeline`` (decide, visibility, impact) and ``privilog generate``."""
+def register(sub: Any, read_by: WorldReading | None = None) -> None:
+    """Add ``privilog pipeline`` (decide, visibility, impact) and ``privilog generate``; ``read_by``: the
+    world of ``--world`` as each policy reads it (the command line's: an imported Ranger world read as
+    CDAP grants by a policy that does not read Ranger's facts; without it, the world as it is)."""
     from privilog.pipeline import generate, report, show, unused
 
     p = sub.add_parser(
@@ -251,13 +253,19 @@ def register(sub: Any) -> None:
         description="Evaluate a policy over a deployment's tables on Apache Spark (local mode by default), "
         "and print or report the tables of a run (show, report).",
     )
+    p.set_defaults(read_by=read_by)
     commands = p.add_subparsers(dest="pipeline_command", required=True, parser_class=type(p))
 
     def common(q: argparse.ArgumentParser, requests: bool, policy: bool = True) -> None:
         q.add_argument(
-            "--entities", required=True, help="the inventory: a table with the column entity" + catalog_inputs
+            "--world",
+            metavar="WORLD",
+            help="the deployment as a world file (YAML or JSON) or a folder of tables, instead of --entities, "
+            "--grants, --members, --config and --facts; a policy that does not read an imported Ranger world's "
+            "facts decides on their allow items as CDAP grants, as `privilog diff` does",
         )
-        q.add_argument("--grants", required=True, help="a table with the columns principal, action, entity")
+        q.add_argument("--entities", help="the inventory: a table with the column entity" + catalog_inputs)
+        q.add_argument("--grants", help="a table with the columns principal, action, entity (with --entities)")
         q.add_argument("--members", help="a table with the columns principal, group")
         q.add_argument(
             "--config",

@@ -9,15 +9,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privilog import dsl
+from privilog.api import load_world_for
 from privilog.dsl.ir import Policy
 from privilog.engine.spark import facade
-from privilog.engine.world import read_config, read_facts
+from privilog.engine.world import World, read_config, read_facts
 from privilog.pipeline.catalog import CatalogRun, is_table, read_input, require_catalog, table_name
 from privilog.pipeline.console import Heartbeat, quiet_jvm
 from privilog.pipeline.inputs import (
@@ -208,6 +209,7 @@ def running(args: argparse.Namespace, command: str) -> Iterator[Context]:
     if out_table is not None:
         table_name(out_table, "--out-table")  # refused before Spark starts
     remote = args.remote or os.environ.get("SPARK_REMOTE") or None
+    check_deployment_options(args)
     check_catalog_use(args, remote)
     # the settings, read (and refused) before Spark starts
     args.settings = read_config(args.config) if getattr(args, "config", None) else {}
@@ -238,6 +240,27 @@ def running(args: argparse.Namespace, command: str) -> Iterator[Context]:
             yield context
 
 
+TABLE_OPTIONS = ("entities", "grants", "members", "config", "facts")  # what --world stands in for
+
+
+def check_deployment_options(args: argparse.Namespace) -> None:
+    """The deployment is given once: --world, or its tables (--entities and --grants at least)."""
+    world = getattr(args, "world", None)
+    given = [f"--{t}" for t in TABLE_OPTIONS if getattr(args, t, None) is not None]
+    if world is not None and given:
+        raise PipelineError(
+            f"--world and {given[0]} both give the deployment: the world file holds its entities, grants, "
+            "members, config and facts; give --world alone, or the tables without it"
+        )
+    if world is None:
+        missing = [f"--{t}" for t in ("entities", "grants") if getattr(args, t, None) is None]
+        if missing:
+            raise PipelineError(
+                f"say what the deployment is: {' and '.join(missing)} (tables), or --world WORLD (a world file "
+                "or a folder of tables)"
+            )
+
+
 def check_catalog_use(args: argparse.Namespace, remote: str | None) -> None:
     """Refuse, before Spark starts, catalog tables that a local session would have nowhere to keep."""
     names = [getattr(args, t, None) for t in ("entities", "grants", "members", "requests")]
@@ -249,10 +272,16 @@ def check_catalog_use(args: argparse.Namespace, remote: str | None) -> None:
         require_catalog(remote, args.warehouse)
 
 
+WorldReading = Callable[[Policy, str, World], World]  # the world as a policy, named, reads it
+
+
 def load_world(
-    context: Context, vocabulary: Vocabulary, args: argparse.Namespace, report: bool = True
+    context: Context, vocabulary: Vocabulary, args: argparse.Namespace, report: bool = True, name: str | None = None
 ) -> CheckedDeployment:
-    """The deployment's tables, checked; ``report`` adds its bad rows to the run's rejects."""
+    """The deployment's tables, checked; ``report`` adds its bad rows to the run's rejects. With --world,
+    the world file as the policy ``name`` reads it (:func:`world_deployment`)."""
+    if getattr(args, "world", None) is not None:
+        return world_deployment(context, vocabulary, args, report, name or args.policy)
     entities = context.table(args.entities, "entities")
     grants = context.table(args.grants, "grants")
     assert entities is not None and grants is not None
@@ -265,6 +294,61 @@ def load_world(
     if report:
         context.rejects.append(deployment.rejects)
     return deployment
+
+
+def world_deployment(
+    context: Context, vocabulary: Vocabulary, args: argparse.Namespace, report: bool, name: str
+) -> CheckedDeployment:
+    """The deployment of --world: the file read and checked for the policy (as `privilog check --world`
+    reads it), then as the policy reads it (``args.read_by``: an imported Ranger world read as CDAP
+    grants by a policy that does not read Ranger's facts); its entities, grants, members, config and
+    facts become the tables --entities, --grants, --members, --config and --facts would give.
+
+    The rows-in check counts the file's rows: each table of the file is an input, used whole (its
+    rows were checked on reading; a row the pipeline's checks still refused would be counted twice,
+    and the check would fail the run)."""
+    policy = vocabulary.policy
+    world = load_world_for(policy, args.world)
+    if world.admins or world.owners:
+        held = ", ".join(what for what, rows in (("admins", world.admins), ("owners", world.owners)) if rows)
+        raise PipelineError(
+            f"{args.world}: the pipeline's deployment has no {held} (only entities, grants, members, config and "
+            f"facts); decide this world in process (privilog decide), or remove its {held}"
+        )
+    if world.instance != vocabulary.instance:
+        raise PipelineError(
+            f"{args.world} is a world of the CDAP instance `{world.instance}`, not `{vocabulary.instance}`: "
+            f"add --instance {world.instance}"
+        )
+    reader: WorldReading | None = getattr(args, "read_by", None)
+    read = reader(policy, name, world) if reader is not None else world
+    spark = context.spark
+    path = os.path.abspath(args.world)
+    tables = world_tables(spark, world)
+    for table, df in tables.items():
+        if table not in context.inputs:
+            context.inputs[table] = (path, "world", df)
+            context.progress(f"reading {table} from {args.world}")
+    entities, grants, members = world_tables(spark, read).values() if read is not world else tables.values()
+    deployment = load_deployment(
+        spark, vocabulary, entities, grants, members, read.config, read.facts, args.world
+    )
+    deployment.used = dict(tables)
+    if report:
+        context.rejects.append(deployment.rejects)
+    return deployment
+
+
+def world_tables(spark: SparkSession, world: World) -> dict[str, DataFrame]:
+    """A world's entities, grants and members as the pipeline's tables."""
+    return {
+        "entities": spark.createDataFrame([(str(e),) for e in sorted(world.entities)], "entity string"),
+        "grants": spark.createDataFrame(
+            sorted((g.principal, g.action, str(g.entity)) for g in world.grants),
+            "principal string, action string, entity string",
+        ),
+        "members": spark.createDataFrame(sorted(world.members), "principal string, group string"),
+    }
 
 
 def load_inputs(
