@@ -309,8 +309,12 @@ def world_deployment(
     and the check would fail the run)."""
     policy = vocabulary.policy
     world = load_world_for(policy, args.world)
-    if world.admins or world.owners:
-        held = ", ".join(what for what, rows in (("admins", world.admins), ("owners", world.owners)) if rows)
+    # admins are who may change the world's grants: a decision reads them only if a rule does
+    reads_admin = any(getattr(lit, "predicate", "") == "admin" for rule in policy.rules for lit in rule.body)
+    if (world.admins and reads_admin) or world.owners:
+        held = ", ".join(
+            what for what, rows in (("admins", world.admins if reads_admin else ()), ("owners", world.owners)) if rows
+        )
         raise PipelineError(
             f"{args.world}: the pipeline's deployment has no {held} (only entities, grants, members, config and "
             f"facts); decide this world in process (privilog decide), or remove its {held}"
