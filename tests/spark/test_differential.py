@@ -66,6 +66,9 @@ DECIDED = ["cdap", "cdap-4.2", "cdap-4.2 generic", "cdap-5.1", "cdap denying", "
 DENY_RULE = 'denied(R) :- request(R, P, _, E), grant(P, "WRITE", E).\n'
 
 WORLDS = 12  # Hypothesis examples per policy, decided together
+# another batch for a policy whose first lacks what test_the_batch_covers_what_the_comparison_is_about
+# asks (cdap-5.1's: no create inside another request's create)
+SALT = {"cdap-5.1": 4}
 REQUESTS = 16  # at most, per world
 # Listings by the scopes they look at (pipeline.visibility asks candidates by scope): self and
 # self or within (cdap; cdap-draft and cdap-proposed list by self or descendant), an enclosing
@@ -141,7 +144,7 @@ def run(request: pytest.FixtureRequest, spark: SparkSession, generated: Callable
         policy = dsl.parse_policy(text + DENY_RULE)
     else:
         policy = dsl.load_policy(name)
-    batch = generated(policy, WORLDS, REQUESTS)
+    batch = generated(policy, WORLDS, REQUESTS, SALT.get(request.param, 0))
     frames = _frames(spark, batch)
     engine, deployment = _deployment(spark, policy, frames)
     checked = check_requests(spark, deployment.vocabulary, number_requests(frames["requests"]))
