@@ -132,6 +132,6 @@ def scale_given_tests(items: Iterable[pytest.Item]) -> None:
                 f"{VARIABLE}=quick: Hypothesis no longer keeps a test's settings where tests/tiers.py looks"
                 f" ({item.nodeid}); run without it"
             )
-        test._hypothesis_internal_use_settings = settings(  # type: ignore[attr-defined]
+        test._hypothesis_internal_use_settings = settings(
             own, max_examples=examples(own.max_examples), deadline=None
         )
