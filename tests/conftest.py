@@ -8,12 +8,12 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
 
+from tests import tiers
 from tests.pg import fresh_postgres_url, postgres_server, postgres_url
 
 if TYPE_CHECKING:
@@ -26,8 +26,8 @@ __all__ = ["fresh_postgres_url", "postgres_server", "postgres_url"]
 # a few, for each mutant of a mutation run (tests/README.md, "Programs" and "Mutation testing").
 settings.register_profile("long", max_examples=5000, deadline=None)
 settings.register_profile("mutation", max_examples=40, deadline=None, derandomize=True)
-
-ATTACK = Path(__file__).resolve().parent / "serve" / "attack"
+# `quick` (PRIVILOG_HYPOTHESIS=quick, for the fast tier): a tenth of each test's own examples (tests/tiers.py).
+tiers.register()
 
 # The checked-policy cache (privilog/dsl/cache.py) of this run, its own: the suite never reads or fills
 # the cache of the user running it, and every privilog process it starts shares this one. Set before
@@ -37,11 +37,17 @@ if "PRIVILOG_CACHE_DIR" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["PRIVILOG_CACHE_DIR"], True)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The Hypothesis profile ``PRIVILOG_HYPOTHESIS`` names (``quick``, ``ci``: the default, ``long``)."""
+    tiers.load(config)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test of tests/serve/attack is marked ``attack`` (a fast run leaves them out: ``-m 'not attack'``)."""
-    for item in items:
-        if ATTACK in item.path.parents:
-            item.add_marker(pytest.mark.attack)
+    """Each test slow by nature is marked with its kind and ``slow`` (tests/tiers.py: the fast tier is
+    ``-m "not slow"``; every test of tests/serve/attack is ``attack``); under ``quick``, each ``@given``
+    test draws a tenth of its examples."""
+    tiers.mark_kinds(items)
+    tiers.scale_given_tests(items)
 
 
 PARTITIONS = 2

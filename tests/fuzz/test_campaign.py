@@ -14,6 +14,7 @@ import pytest
 
 from tests.fuzz.harness import CORPUS, FAILURE, KINDS, ROOT, generate, read_corpus, run_cases
 from tests.fuzz.http import running_server
+from tests.tiers import examples
 
 PER_KIND = 150  # about 40 s on two cores for all kinds
 SEED = 17
@@ -30,10 +31,11 @@ def _explain(report: object) -> str:
 
 
 def test_a_small_campaign_finds_nothing(server_env: dict[str, str], tmp_path: Path) -> None:
+    per_kind = examples(PER_KIND)  # a tenth under PRIVILOG_HYPOTHESIS=quick (tests/tiers.py)
     report = run_cases(
-        generate(KINDS, PER_KIND * len(KINDS), SEED), jobs=2, env=server_env, log=tmp_path / "workers.log"
+        generate(KINDS, per_kind * len(KINDS), SEED), jobs=2, env=server_env, log=tmp_path / "workers.log"
     )
-    assert report.total == PER_KIND * len(KINDS)
+    assert report.total == per_kind * len(KINDS)
     assert not report.failures, _explain(report)
     for kind in KINDS:  # each kind reaches privilog: some inputs answered, some refused
         counts = report.counts[kind]

@@ -41,6 +41,7 @@ from privilog.store import open_store
 from privilog.store.deployment import Deployment
 from privilog.store.history import as_of
 from privilog.store.revision import parse_revision, policy_version
+from tests.tiers import examples
 
 USERS = ["user:ann", "user:bob", "user:cy"]
 GROUPS = ["group:eng", "group:all", "role:ops"]
@@ -274,7 +275,7 @@ def test_the_past_is_answered_as_it_was(machine_tmp: Path) -> None:
     run_state_machine_as_test(
         AsOfMachine,
         settings=settings(
-            max_examples=10,
+            max_examples=examples(10),  # one under PRIVILOG_HYPOTHESIS=quick (tests/tiers.py)
             stateful_step_count=12,
             deadline=None,
             derandomize=True,
