@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from privilog.dsl.ir import Atom, Const, Rule, Var
 from privilog.engine.analysis import Component
+from privilog.engine.compiled.closure import Closure
 from privilog.engine.compiled.plan import Maker, Slot, compile_conjunction
 from privilog.engine.compiled.relation import Relation, Row
 
@@ -121,6 +122,9 @@ class Evaluator:
         self.store = store
         self.arity = dict(arity)
         self._rules: dict[int, RulePlans] = {}
+        # components kept as closures walked when asked (engine.compiled.closure): their deltas
+        # are worked out from their edges' instead of by their rules
+        self.walked: dict[frozenset[str], tuple[str, Closure]] = {}
 
     def rules(self, component: Component) -> list[RulePlans]:
         out = []
@@ -178,12 +182,20 @@ class Evaluator:
     ) -> Changes:
         """Apply a change of base facts, then bring each component up to date, in order."""
         changes = Changes()
+        components = list(components)
         for name, rows in removed.items():
             changes.note(name, set(), self.relation(name).remove(rows))
         for name, rows in added.items():
             changes.note(name, self.relation(name).add(rows), set())
         for component in components:
             if not changes.touches(component.uses):
+                continue
+            walked = self.walked.get(component.relations)
+            if walked is not None:  # its changes worked out only for a component that reads them
+                edge, closure = walked
+                if any(closure.name in c.uses for c in components if c is not component):
+                    gained, lost = closure.delta(changes.added.get(edge, set()), changes.removed.get(edge, set()))
+                    changes.note(closure.name, gained, lost)
                 continue
             if changes.touches(component.negated):
                 self._recompute(component, changes)
