@@ -33,6 +33,7 @@ _OPERATION_TYPES = {
     "namespace.get": "namespace",
     "namespace.delete": "namespace",
     "application.deploy": "application",
+    "dataset.create": "dataset",
 }
 
 
@@ -108,6 +109,7 @@ class Floor:
             "namespace.get": self._self_or_descendant_any,
             "namespace.delete": self._delete,
             "application.deploy": self._deploy,
+            "dataset.create": self._create_dataset,
         }
 
     # ---- changes --------------------------------------------------------------------
@@ -194,6 +196,16 @@ class Floor:
             if not self._holds(who, "ADMIN", artifact):
                 return False
         elif not self._holds_any(who, artifact):
+            return False
+        owner = args.get("owner")
+        return owner is None or self._holds(who, "ADMIN", owner)
+
+    def _create_dataset(self, who: tuple[str, ...], entity: str, args: Mapping[str, Any]) -> bool:
+        """ADMIN on the new dataset (granted before it exists), any on its type, ADMIN on its owner."""
+        if not self._holds(who, "ADMIN", entity):
+            return False
+        dataset_type = args.get("dataset_type")
+        if dataset_type is not None and not self._holds_any(who, dataset_type):
             return False
         owner = args.get("owner")
         return owner is None or self._holds(who, "ADMIN", owner)
