@@ -199,17 +199,19 @@ def _generate(n_grants: int, seed: int, make: Callable[[str, str], Any]) -> Rows
         grants.add((partial, "ADMIN", ns))
         grants.add((partial, "ADMIN", inside[-1]))
 
-    weights_of = {t: ACTION_WEIGHTS[t] for t in gen.by_type}
-    weights_of["dataset"] = ACTION_WEIGHTS["dataset"]
-    actions = {a: a for a in ACTIONS}  # one string per action, shared by every grant
+    # rng.choices with the cumulative weights made once: the same draws as with the weights
+    cumulative = {t: list(itertools.accumulate(w)) for t, w in ACTION_WEIGHTS.items()}
+    choices, random_, choice, randrange = rng.choices, rng.random, rng.choice, rng.randrange
+    draw, add = zipf.draw, grants.add
+    text = make is _text_id
     while len(grants) < n_grants:
-        principal = zipf.draw()
-        if rng.random() < 0.01:  # a pre-grant: the entity does not exist (yet)
-            entity = make("dataset", f"ns{rng.randrange(n_large):04d}.future{rng.randrange(10**6)}")
+        principal = draw()
+        if random_() < 0.01:  # a pre-grant: the entity does not exist (yet)
+            entity = make("dataset", f"ns{randrange(n_large):04d}.future{randrange(10**6)}")
         else:
-            entity = rng.choice(entities)
-        action = rng.choices(ACTIONS, weights_of[_type_of(entity)])[0]
-        grants.add((principal, actions[action], entity))
+            entity = choice(entities)
+        kind = entity.partition(":")[0] if text else entity[0]
+        add((principal, choices(ACTIONS, cum_weights=cumulative[kind])[0], entity))
     return gen
 
 

@@ -8,14 +8,16 @@ and entities are fixed after load).
 
 Indexes, built from a world in the file format (``World.to_data()``):
 
-* ``grants[principal][entity]``: the set of actions, for every grant (on an
-  existing entity or not);
+* ``grants[principal][entity]``: the actions held, as bits (``BIT``), for
+  every grant (on an existing entity or not): a small int, not a set per
+  grant (at 10^7 grants a set each would be 2 GiB);
 * ``groups[principal]``: the principal and every group or role it is in;
 * ``inside[place][type]``: the existing entities of a type strictly inside a
   namespace or application;
 * ``held_inside[principal][place]``: how many grants the principal itself
   holds on ids strictly inside ``place``, existing or not (any action);
-* ``held_by_place[principal][(place, type)]``: those entities, with counts.
+* ``held_by_place[principal][(place, type)]``: those of them that exist, with
+  counts, by namespace or application (``visible`` asks within one).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 ACTIONS = ("READ", "WRITE", "EXECUTE", "ADMIN")
+BIT = {action: 1 << i for i, action in enumerate(ACTIONS)}
 TRUE_WORDS = {"true", "yes", "1", "on"}
 _NAMESPACE_CHILDREN = {"artifact", "application", "dataset", "dataset_module", "dataset_type", "stream", "securekey"}
 _OPERATION_TYPES = {
@@ -79,7 +82,7 @@ class Floor:
     def __init__(self, data: Mapping[str, Any]):
         self.instance = data.get("instance", "cdap")
         self.existing = existing_entities(data)
-        self.grants: dict[str, dict[str, set[str]]] = defaultdict(dict)
+        self.grants: dict[str, dict[str, int]] = defaultdict(dict)
         self.held_inside: dict[str, Counter[str]] = defaultdict(Counter)
         self.held_by_place: dict[str, dict[tuple[str, str], Counter[str]]] = defaultdict(dict)
         self.inside: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
@@ -115,26 +118,36 @@ class Floor:
     # ---- changes --------------------------------------------------------------------
 
     def grant(self, principal: str, action: str, entity: str) -> bool:
-        actions = self.grants[principal].setdefault(entity, set())
-        if action in actions:
+        held = self.grants[principal]
+        bits = held.get(entity, 0)
+        bit = BIT[action]
+        if bits & bit:
             return False
-        actions.add(action)
+        held[entity] = bits | bit
         places = ancestors(entity, self.instance)
+        inside = self.held_inside[principal]
         for place in places:  # by id, existing or not: cdap.policy's `self or within`
-            self.held_inside[principal][place] += 1
+            inside[place] += 1
         if entity in self.existing:
             kind = entity.partition(":")[0]
-            for place in places:
-                self.held_by_place[principal].setdefault((place, kind), Counter())[entity] += 1
+            by_place = self.held_by_place[principal]
+            for place in places[:-1]:  # namespaces and applications, not the instance
+                found = by_place.get((place, kind))
+                if found is None:
+                    found = by_place[(place, kind)] = Counter()
+                found[entity] += 1
         return True
 
     def revoke(self, principal: str, action: str, entity: str) -> bool:
-        actions = self.grants.get(principal, {}).get(entity)
-        if not actions or action not in actions:
+        held = self.grants.get(principal, {})
+        bits = held.get(entity, 0)
+        bit = BIT[action]
+        if not bits & bit:
             return False
-        actions.discard(action)
-        if not actions:
-            del self.grants[principal][entity]
+        if bits == bit:
+            del held[entity]
+        else:
+            held[entity] = bits & ~bit
         places = ancestors(entity, self.instance)
         inside = self.held_inside[principal]
         for place in places:
@@ -143,7 +156,7 @@ class Floor:
                 del inside[place]
         if entity in self.existing:
             kind = entity.partition(":")[0]
-            for place in places:
+            for place in places[:-1]:
                 found = self.held_by_place[principal][(place, kind)]
                 found[entity] -= 1
                 if not found[entity]:
@@ -157,12 +170,11 @@ class Floor:
 
     def _holds(self, who: tuple[str, ...], action: str, entity: str) -> bool:
         grants = self.grants
+        bit = BIT[action]
         for p in who:
             held = grants.get(p)
-            if held:
-                actions = held.get(entity)
-                if actions and action in actions:
-                    return True
+            if held and held.get(entity, 0) & bit:
+                return True
         return False
 
     def _holds_any(self, who: tuple[str, ...], entity: str) -> bool:
