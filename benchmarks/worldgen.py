@@ -110,16 +110,17 @@ class Zipf:
 
 @dataclass
 class Rows:
-    """A generated world as text: ids ``type:name``, grants ``(principal, action, entity)``."""
+    """A generated world as text: ids ``type:name``, grants ``(principal, action, entity)`` (for
+    :func:`generate`'s own use, the ids are EntityIds)."""
 
-    entities: list[str]
-    grants: set[tuple[str, str, str]]
+    entities: list[Any]
+    grants: set[tuple[str, str, Any]]
     members: set[tuple[str, str]]
     admins: set[str]
     instance: str = "cdap"
-    by_type: dict[str, list[str]] = field(default_factory=dict)
-    small_namespaces: list[str] = field(default_factory=list)
-    small_owners: list[tuple[str, str, str]] = field(default_factory=list)
+    by_type: dict[str, list[Any]] = field(default_factory=dict)
+    small_namespaces: list[Any] = field(default_factory=list)
+    small_owners: list[tuple[Any, str, str]] = field(default_factory=list)
     users: list[str] = field(default_factory=list)
     groups: list[str] = field(default_factory=list)
 

@@ -95,8 +95,10 @@ def size_table(size: dict[str, Any]) -> str:
             f"agreement (reference {size.get('truth')}): {checked.get('decisions', 0):,} decisions, "
             f"{checked.get('visible', 0)} visible sets, {checked.get('why', 0)} explanations compared: "
             + (", ".join(f"{n} {what}" for what, n in counts.items()) + " DISAGREE" if counts else "all agree"))
-        for example in agreement.get("examples", [])[:5]:
-            lines.append(f"   {example}")
+        for example in agreement.get("examples", [])[:5]:  # --keep-going: the first few, one line each
+            what = example.get("request") or example.get("grant") or example.get("revoke")
+            answers = example.get("answers") or {k: example[k] for k in ("engine", "then", "versus") if k in example}
+            lines.append(f"   {example.get('what')}: {what}: {answers}")
     lines.append(f"   (* = cut by the time budget; load average {size.get('loadavg_start')} -> "
                  f"{size.get('loadavg_end')})")
     return "\n".join(lines)
