@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from privilog.engine.analysis import Analysis, Kind, analyse, written_apart
+from privilog.engine.analysis import Analysis, Component, Kind, analyse, written_apart
 from privilog.engine.compiled.closure import Closure, closure_edge
 from privilog.engine.compiled.evaluate import Changes, Evaluator, Store
 from privilog.engine.compiled.relation import Relation
@@ -45,15 +45,7 @@ class CompiledBackend:
         on_demand = self.analysis.on_demand
         self._maintained = [c for c in self.analysis.of_kind(Kind.STATIC, Kind.WORLD) if not c.relations & on_demand]
         for component in self._maintained:  # in order: what a component reads is there before it
-            found = closure_edge(component) if component.kind is Kind.WORLD else None
-            if found is None:
-                self.evaluator.evaluate(component, self.store)
-                continue
-            # a transitive closure is walked when asked, not materialized (engine.compiled.closure)
-            (name,) = component.relations
-            closure = Closure(name, self.evaluator.relation(found[0]), found[1])
-            self.store[name] = closure  # type: ignore[assignment]
-            self.evaluator.walked[component.relations] = (found[0], closure)
+            self._start(component)
         self._on_demand = {name: c for c in self.analysis.components for name in c.relations if name in on_demand}
         self._per_request = self.analysis.of_kind(Kind.REQUEST)
         self._answers: Store | None = None
@@ -131,8 +123,20 @@ class CompiledBackend:
                 self._materialize(used)
         for member in component.relations:
             del self._on_demand[member]
-        self.evaluator.evaluate(component, self.store)
+        self._start(component)
         self._maintained.append(component)
+
+    def _start(self, component: Component) -> None:
+        """Evaluate a maintained component into the store; a transitive closure is walked when
+        asked instead, not materialized (engine.compiled.closure)."""
+        found = closure_edge(component) if component.kind is Kind.WORLD else None
+        if found is None:
+            self.evaluator.evaluate(component, self.store)
+            return
+        (name,) = component.relations
+        closure = Closure(name, self.evaluator.relation(found[0]), found[1])
+        self.store[name] = closure  # type: ignore[assignment]
+        self.evaluator.walked[component.relations] = (found[0], closure)
 
     # ---- deciding without explaining ------------------------------------------------------
 

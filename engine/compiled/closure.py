@@ -31,8 +31,6 @@ from privilog.dsl.ir import Atom, Rule, Var
 from privilog.engine.analysis import Component
 from privilog.engine.compiled.relation import Index, Relation, Row
 
-CACHED = 4096  # lookups remembered between changes of the edges (a bound on what the cache holds)
-
 
 def closure_edge(component: Component) -> tuple[str, bool] | None:
     """``(edge relation, reversed)`` if ``component`` is exactly the transitive closure of one
@@ -110,7 +108,7 @@ def _is_step(rule: Rule, name: str, edge: str, reversed_: bool) -> bool:
 class Closure:
     """The transitive closure of ``edges`` (reversed: of its rows turned around), walked when asked."""
 
-    __slots__ = ("_cache", "_generation", "arity", "edges", "indexes", "name", "reversed")
+    __slots__ = ("arity", "edges", "indexes", "name", "reversed")
 
     def __init__(self, name: str, edges: Relation, reversed_: bool):
         self.name = name
@@ -118,8 +116,6 @@ class Closure:
         self.edges = edges
         self.reversed = reversed_
         self.indexes: dict[tuple[int, ...], Any] = {}  # none materialized: lookups walk (estimates read this)
-        self._cache: dict[tuple[int, str], frozenset[str]] = {}
-        self._generation = -1
 
     def __repr__(self) -> str:
         return f"Closure({self.name}: {'reversed ' if self.reversed else ''}{self.edges.name})"
@@ -179,15 +175,8 @@ class Closure:
         # of (a, b) or column 1 of (b, a)
         return self.edges.index((0,) if forward != self.reversed else (1,))
 
-    def reach(self, start: str, forward: bool) -> frozenset[str]:
+    def reach(self, start: str, forward: bool) -> set[str]:
         """Every node reachable from ``start`` by one or more edges (forward), or reaching it (back)."""
-        if self._generation != self.edges.generation:
-            self._cache.clear()
-            self._generation = self.edges.generation
-        key = (1 if forward else 0, start)
-        found = self._cache.get(key)
-        if found is not None:
-            return found
         step = self._step(forward)
         far = 1 if forward != self.reversed else 0  # the column of an edge row holding the next node
         seen: set[str] = set()
@@ -201,11 +190,7 @@ class Closure:
                         seen.add(other)
                         nxt.append(other)
             frontier = nxt
-        found = frozenset(seen)
-        if len(self._cache) >= CACHED:
-            self._cache.clear()
-        self._cache[key] = found
-        return found
+        return seen
 
     def holds(self, a: str, b: str) -> bool:
         """Whether (a, b) is a row: b reachable from a. Walks from the end with fewer edges a node."""
@@ -220,7 +205,7 @@ class Closure:
 
 class _Overlay:
     """The closure's edges with some rows added (``plus``) and some taken away (``minus``): the
-    edges before a change, walked without the cache."""
+    edges before a change."""
 
     def __init__(self, closure: Closure, plus: set[Row], minus: set[Row]):
         self.closure = closure

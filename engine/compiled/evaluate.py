@@ -25,7 +25,7 @@ from privilog.dsl.ir import Atom, Const, Rule, Var
 from privilog.engine.analysis import Component
 from privilog.engine.compiled.closure import Closure
 from privilog.engine.compiled.plan import Maker, Slot, compile_conjunction
-from privilog.engine.compiled.relation import Relation, Row
+from privilog.engine.compiled.relation import Relation, Row, lookup_rows
 
 SMALL = frozenset({"request", "request_arg"})  # a handful of rows: join from them first
 Store = dict[str, Relation]
@@ -87,11 +87,13 @@ class RulePlans:
 
             def estimate(i: int, columns: tuple[int, ...]) -> float:
                 relation = sources[i] if i < len(sources) else None
-                if relation is None or not relation.rows:
+                if relation is None:
                     return 0.0
-                if not columns:
-                    return float(len(relation.rows))
-                return len(relation.rows) / max(len(relation.index(columns)), 1)
+                if isinstance(relation, Closure):  # its lookups walk: no index to build
+                    if not relation.rows or not columns:
+                        return float(len(relation.rows))
+                    return len(relation.rows) / max(len(relation.index(columns)), 1)
+                return lookup_rows(relation, columns)
 
             guess = estimate if sources else None
             if variant == "head":
