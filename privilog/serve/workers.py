@@ -135,6 +135,8 @@ class Supervisor:
         """Load the deployment (:func:`.server.load`), close its store (no connection crosses a fork), and
         freeze what the load made (gc.freeze: out of every later collection, in this process and the
         workers)."""
+        from . import app, decisionlog, service  # noqa: F401  (imported once, here, for every worker to share)
+
         loaded = load(self.options)
         loaded.deployment.store.close()
         started = time.perf_counter()
