@@ -223,6 +223,31 @@ def shares(runs: list[dict[str, Any]]) -> None:
             run[when]["uss_share"] = [round(w["uss_kib"] / base, 3) for w in run[when]["workers"]]
 
 
+def markdown(results: dict[str, Any]) -> str:
+    """The results as the tables of benchmarks/README.md and docs/serve.md."""
+    mib = 1024
+    out = [
+        "| grants, store | workers | ready, s | first check, s | store read / authorizer / warm / freeze, s "
+        "| PSS together, MiB | per worker RSS / PSS / USS, MiB | parent USS, MiB | extra share |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in results["runs"]:
+        phases, memory = run["phases"], run["memory_after_checks"]
+        parts = [phases.get(k) for k in ("store_read_s", "authorizer_build_s", "warm_s", "freeze_s")]
+        workers = "; ".join(f"{w['rss_kib'] // mib:,} / {w['pss_kib'] // mib:,} / {w['uss_kib'] // mib:,}"
+                            for w in memory["workers"])
+        parent = f"{memory['parent']['uss_kib'] // mib:,}" if run["workers"] > 1 else ""
+        share = memory.get("extra_share")
+        out.append(
+            f"| {run['size']:,}, {run['backend']} | {run['workers']} | {run['ready_s']:.1f} "
+            f"| {run['first_check_s']:.1f} "
+            f"| {' / '.join('' if p is None else f'{p:.1f}' for p in parts)} "
+            f"| {total_pss(memory, run['workers']) // mib:,} | {workers} | {parent} "
+            f"| {'' if share is None else f'{share:.1%}'} |"
+        )
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.serve.startup", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100000,1000000", help="grants (default 100000,1000000)")
@@ -232,7 +257,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worlds", type=Path, default=Path("/tmp/s38"), help="where the world files are (or go)")
     parser.add_argument("--stores", type=Path, default=Path("/tmp/privilog-startup"), help="SQLite stores, kept")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--markdown", action="store_true", help="print --out's results as tables; measure nothing")
     args = parser.parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(args.out.read_text())))
+        return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     backends = args.backends.split(",")
     counts = [int(w) for w in args.workers.split(",")]

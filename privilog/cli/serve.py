@@ -109,7 +109,7 @@ def register(sub: Any) -> None:
         type=int,
         default=1,
         metavar="N",
-        help="worker processes, each with its own engine following the store (default 1)",
+        help="worker processes, forked after one load that they share, each following the store (default 1)",
     )
     p.add_argument("--decision-log", metavar="FILE", help="append each decision to FILE as a JSON line")
     p.add_argument(
