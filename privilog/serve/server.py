@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import socket
 import sys
 import time
@@ -324,30 +323,6 @@ def announce_load(loaded: Loaded) -> None:
         file=sys.stderr,
         flush=True,
     )
-
-
-def serve(options: ServeOptions) -> int:
-    """Serve until interrupted (SIGINT, SIGTERM); SIGHUP reloads the policy. The exit status.
-
-    One worker serves in this process. More (``--workers N``) are forked after one load, and share it
-    (:mod:`.workers`)."""
-    import uvicorn
-
-    if options.workers < 1:
-        raise ServeError(f"--workers is at least 1, not {options.workers}")
-    BoundedProtocol.limits = options.limits
-    sock = bind(options.host, options.port)
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    if options.workers == 1:
-        loaded = load(options)
-        app = attach(loaded, signals=True)
-        announce(sock, options)  # (first: a reader waiting for the address reads no further)
-        announce_load(loaded)
-        uvicorn.Server(uvicorn.Config(app, **UVICORN)).run(sockets=[sock])
-        return 0
-    from .workers import Supervisor
-
-    return Supervisor(options, sock).run()
 
 
 # uvicorn's settings, each worker's alike

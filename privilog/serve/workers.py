@@ -1,4 +1,5 @@
-"""``privilog serve --workers N``: one load, shared by N workers forked after it.
+"""``privilog serve``: :func:`serve` runs one worker in process, or N (``--workers N``) sharing one load,
+forked after it.
 
 The parent process loads the deployment once (the store read, the authorizer
 built, every decision plan compiled: :func:`.server.load`), closes its store,
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import os
 import signal
 import sys
@@ -44,7 +46,7 @@ from typing import Any
 import uvicorn
 
 from .bodies import ServeError
-from .server import UVICORN, Loaded, ServeOptions, announce, announce_load, attach, load
+from .server import UVICORN, BoundedProtocol, Loaded, ServeOptions, announce, announce_load, attach, bind, load
 
 STOP_GRACE = 10.0  # seconds a stopping worker has before it is killed (uvicorn's own grace is 5)
 READY_TIMEOUT = 600.0  # seconds a new worker has to catch up and start serving during a reload
@@ -73,6 +75,26 @@ class _WorkerServer(uvicorn.Server):
         if self.started:
             os.write(self.ready_fd, b"r")
             os.close(self.ready_fd)
+
+
+def serve(options: ServeOptions) -> int:
+    """Serve until interrupted (SIGINT, SIGTERM); SIGHUP reloads the policy. The exit status.
+
+    One worker serves in this process. More (``--workers N``) are forked after one load, and share it
+    (:class:`Supervisor`)."""
+    if options.workers < 1:
+        raise ServeError(f"--workers is at least 1, not {options.workers}")
+    BoundedProtocol.limits = options.limits
+    sock = bind(options.host, options.port)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    if options.workers == 1:
+        loaded = load(options)
+        app = attach(loaded, signals=True)
+        announce(sock, options)  # (first: a reader waiting for the address reads no further)
+        announce_load(loaded)
+        uvicorn.Server(uvicorn.Config(app, **UVICORN)).run(sockets=[sock])
+        return 0
+    return Supervisor(options, sock).run()
 
 
 class Supervisor:
