@@ -171,10 +171,11 @@ class Supervisor:
         if self.loaded is None:  # a reload's store failed: this worker is loaded for first
             self.loaded = self._load()
         read, write = os.pipe()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the worker: never returns
             os.close(read)
-            self._worker(write)
+            self._worker(write, parent)
         os.close(write)
         os.set_blocking(read, False)
         return Worker(pid, read)
@@ -259,13 +260,14 @@ class Supervisor:
 
     # ---- a worker -----------------------------------------------------------------------------
 
-    def _worker(self, ready_fd: int) -> None:
+    def _worker(self, ready_fd: int, parent: int) -> None:
         """In a forked worker: open what is its own, catch up, serve; then exit (never return)."""
         code = STARTUP_FAILURE
         try:
             signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the parent reloads, and replaces its workers
             signal.signal(signal.SIGTERM, signal.SIG_DFL)  # until uvicorn takes them: nothing to finish yet
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            _die_with(parent)
             for worker in self.workers:
                 _close(worker.ready_fd)
             assert self.loaded is not None
@@ -296,6 +298,17 @@ class Supervisor:
         deployment.reopen(open_store(self.options.store, deployment.policy.actions, create=False))
         deployment.catch_up()
         return attach(loaded, signals=False)
+
+
+def _die_with(parent: int) -> None:
+    """Have the kernel send this process SIGTERM when its parent ends (Linux's PR_SET_DEATHSIG), so that
+    workers never outlive a parent that was killed (and go on holding the port); exit now if it already has."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(0)
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -4,8 +4,9 @@ Each worker is reached on a connection of its own: a kept-alive connection stays
 accepted it, and ``GET /ready`` on it names that worker's pid. So a grant made through one worker and
 a check asked of the other are asked of two processes, by construction. Then: a worker killed (kill -9)
 is replaced by one forked from the parent's load, which is behind the store and catches up before it
-answers; SIGHUP replaces every worker; and each worker's store connections are its own (opened after
-the fork: the parent holds none, and on PostgreSQL no two workers share a socket).
+answers; SIGHUP replaces every worker; workers end with a parent that is killed; and each worker's store
+connections are its own (opened after the fork: the parent holds none, and on PostgreSQL no two workers
+share a socket).
 """
 
 from __future__ import annotations
@@ -174,6 +175,13 @@ def test_a_killed_worker_is_forked_again_and_catches_up(setup: Setup) -> None:
         assert worker.decide() == "allow"
     assert server.stop() == 0
     assert not Path(f"/proc/{parent}").exists()
+
+
+def test_workers_end_with_their_parent(setup: Setup) -> None:
+    server = setup.serve("--workers", "2")
+    workers = workers_of(server)
+    server.kill()  # SIGKILL: the parent cannot stop them; the kernel tells them (PR_SET_PDEATHSIG)
+    wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in workers), "the workers ended")
 
 
 def _socket_inodes(pid: int) -> set[str]:
