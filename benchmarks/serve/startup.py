@@ -21,7 +21,8 @@ and measured:
   (``warm``), and, with workers, the collection and ``gc.freeze`` before the fork;
 * each process's memory from ``/proc/PID/smaps_rollup`` (RSS, PSS, USS = private clean + dirty),
   after the first check and again after ``--checks`` more (spread over connections to every
-  worker): the parent (with workers: it holds the load and serves nothing) and each worker. With
+  worker; ``namespace.get`` for the world's users, drawn from their grants, half allowed: see
+  :func:`checks_of`): the parent (with workers: it holds the load and serves nothing) and each worker. With
   N workers, ``extra_share`` is what the processes hold together (the sum of their PSS) beyond one
   worker's server, as a share of that one server's: (PSS(N) - PSS(1)) / PSS(1), over N - 1 (a
   second worker's extra memory as a share of the first's; the target is <= 0.25). ``uss_share``:
@@ -66,6 +67,22 @@ def world_file(size: int, folder: Path) -> Path:
         generated = workload.build(size, 42, 400, 200, 200)
         path.write_text(json.dumps(generated.data))
     return path
+
+
+def checks_of(world: Path, count: int) -> list[dict[str, Any]]:
+    """``count`` checks drawn from the world's users' grants, spread evenly over them: ``namespace.get`` on the
+    namespace of a grant's entity (allowed), and every other one on the namespace of another grant of the
+    world (most denied): requests that walk the principal's grants and memberships, as real ones do."""
+    grants = [g for g in json.loads(world.read_text())["grants"] if g[0].startswith("user:")]
+    step = max(1, len(grants) // max(1, count))
+    out = []
+    for i in range(count):
+        principal, _, entity = grants[(i * step) % len(grants)]
+        if i % 2:
+            entity = grants[(i * step * 7 + len(grants) // 2) % len(grants)][2]
+        namespace = entity.split(":", 1)[1].split(".", 1)[0]
+        out.append({"principal": principal, "operation": "namespace.get", "entity": f"namespace:{namespace}"})
+    return out
 
 
 def privilog(*args: str) -> str:
@@ -124,7 +141,7 @@ class Connection:
         return answer.status, json.loads(answer.read())
 
 
-def measure(store: str, token: str, workers: int, checks: int) -> dict[str, Any]:
+def measure(store: str, token: str, workers: int, checks: list[dict[str, Any]]) -> dict[str, Any]:
     """Start ``privilog serve`` on ``store`` with ``workers``; time it to ready and to a first check, and
     the memory of each of its processes; stop it."""
     started = time.perf_counter()
@@ -170,10 +187,12 @@ def measure(store: str, token: str, workers: int, checks: int) -> dict[str, Any]
         parent = process.pid
         pids = children(parent) if workers > 1 else [parent]
         after_first = {"parent": rollup(parent), "workers": [rollup(pid) for pid in pids]}
-        for i in range(checks):  # requests spread over every worker (one kept-alive connection each)
+        allowed = 0
+        for i, check in enumerate(checks):  # requests spread over every worker (one kept-alive connection each)
             connection = list(seen.values())[i % len(seen)]
-            status, _ = connection.ask("POST", "/v1/check", {**CHECK, "entity": f"namespace:ns{i % 10000:04d}"})
-            assert status == 200
+            status, answer = connection.ask("POST", "/v1/check", check)
+            assert status == 200, answer
+            allowed += answer["decision"] == "allow"
         after_checks = {"parent": rollup(parent), "workers": [rollup(pid) for pid in pids]}
         for connection in seen.values():
             connection.http.close()
@@ -197,7 +216,8 @@ def measure(store: str, token: str, workers: int, checks: int) -> dict[str, Any]
         "phases": phases,
         "memory_after_first_check": after_first,
         "memory_after_checks": after_checks,
-        "checks": checks,
+        "checks": len(checks),
+        "checks_allowed": allowed,
     }
 
 
@@ -272,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for size in sizes:
             world = world_file(size, args.worlds)
+            checks = checks_of(world, args.checks)
             for backend in backends:
                 if backend == "sqlite":
                     args.stores.mkdir(parents=True, exist_ok=True)
@@ -300,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
                     progress(f"  imported in {imported:.1f} s")
                 for workers in counts:
                     progress(f"{size} grants, {backend}, {workers} worker(s): starting")
-                    run = {"size": size, "backend": backend, **measure(store, token, workers, args.checks)}
+                    run = {"size": size, "backend": backend, **measure(store, token, workers, checks)}
                     run["date"], run["commit"] = results["machine"]["date"], results["machine"]["privilog_commit"]
                     run["loadavg_before"] = results["machine"]["loadavg"]
                     run["import_s"] = None if imported is None else round(imported, 1)
