@@ -1,5 +1,5 @@
-"""Fixtures every test folder may use: a real PostgreSQL server (``tests/pg.py``), and a Spark session in a
-JVM of each module's own."""
+"""Fixtures every test folder may use: a real PostgreSQL server (``tests/pg.py``), and a Spark session
+shared by the modules that use it one after another, its state reset after each module."""
 
 import atexit
 import os
@@ -8,7 +8,8 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import settings
@@ -59,26 +60,106 @@ PARTITIONS = 2
 DRIVER_MEMORY = "6g"
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator["SparkSession"]:
-    """A SparkSession for one test module, in a JVM started for it and ended after it.
+# The shared session and its runtime settings as made (by the `spark` fixture), so that the session a
+# module leaves is told apart from one a pipeline command made in this process, and reset.
+_SHARED: list[tuple["SparkSession", dict[str, str]]] = []
+# Each module's path -> whether a module of its folder run after it asks for `spark` (pytest_collection_finish).
+_SPARK_LATER: dict[Path, bool] = {}
 
-    A SparkSession takes seconds to start, so the tests of a module share one, made with few
-    shuffle partitions and the driver memory set before its JVM starts. Sharing one JVM across modules
-    filled its heap: a full suite ran out of memory in the last module of pipeline runs, though each
-    module passed alone, and whichever folder made the JVM first set its memory for every later one
-    (tests/pipeline_report made it with 4g, so tests/spark never had the 6g it asked for)."""
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """For each module, in the order they run (the selection made): whether a later module of its folder asks
+    for ``spark`` (the shared session is kept for it)."""
+    order: list[list[Any]] = []  # [path, asks for spark]
+    for item in session.items:
+        asks = "spark" in getattr(item, "fixturenames", ())
+        if order and order[-1][0] == item.path:
+            order[-1][1] = order[-1][1] or asks
+        else:
+            order.append([item.path, asks])
+    _SPARK_LATER.clear()
+    for i, (path, _) in enumerate(order):
+        _SPARK_LATER[path] = any(asks for later, asks in order[i + 1 :] if later.parent == path.parent)
+
+
+@pytest.fixture(scope="module")
+def spark() -> "SparkSession":
+    """A SparkSession shared by the modules of a folder (tests/spark's), in one JVM made with the driver
+    memory the tests ask for and few shuffle partitions; reset after each module, and stopped, JVM and
+    all, after the folder's last module that asks for it.
+
+    A JVM of each module's own cost each module its start-up and its JIT's warm-up (a module's first
+    pipeline run took about twice as long as its next ones). One JVM once ran out of memory in a full
+    suite because tests/pipeline_report made it first with 4g (the JVM that starts first sets the memory
+    of every later session): this one is made with DRIVER_MEMORY whichever module asks first, after
+    stopping any session a pipeline command made in this process before (with its own memory). What a
+    module leaves in it (cached tables, checkpoints, temporary views, runtime settings) is removed after
+    the module (:func:`_spark_after_the_module`), and its JVM's garbage collected."""
     import pyspark  # noqa: F401  (the test extra installs it: without it the test fails, it is not skipped)
     from privilog.engine.spark.session import make_session
+    from pyspark import SparkContext
 
-    yield make_session(partitions=PARTITIONS, driver_memory=DRIVER_MEMORY, app_name="privilog-tests")
+    if _SHARED and SparkContext._active_spark_context is _SHARED[0][0].sparkContext:
+        return _SHARED[0][0]
+    _SHARED.clear()
+    _stop_spark()
+    session = make_session(partitions=PARTITIONS, driver_memory=DRIVER_MEMORY, app_name="privilog-tests")
+    _SHARED.append((session, dict(session.conf.getAll)))
+    return session
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _spark_ended_after_the_module() -> Iterator[None]:
-    """Whatever Spark a module started (through the ``spark`` fixture, or a pipeline command run in this
-    process) is stopped after it, JVM and all, so that the next module starts from an empty heap."""
+def _spark_after_the_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each module: the shared session reset to the state it was made in (:func:`_reset`), or stopped,
+    JVM and all, when no later module of its folder asks for it; any other Spark the module started (a pipeline
+    command run in this process with no shared session) stopped, as at the end of its own process."""
     yield
+    if "pyspark" not in sys.modules:
+        return
+    from pyspark import SparkContext
+
+    shared = bool(_SHARED) and SparkContext._active_spark_context is _SHARED[0][0].sparkContext
+    if shared and _SPARK_LATER.get(request.path, False):
+        _reset(*_SHARED[0])
+    else:
+        _SHARED.clear()
+        _stop_spark()
+
+
+def _reset(session: "SparkSession", made: dict[str, str]) -> None:
+    """Remove what a module left in the run's session: jobs still running, cached tables and persisted RDDs
+    (the local checkpoints of runs made outside ``released()``), temporary views, runtime settings
+    changed since the session was made (a pipeline run turns off Spark's own broadcasts); then collect
+    the JVM's garbage. Checked, so that leftovers fail the module that left them, not a later one."""
+    from privilog.engine.spark.session import collect_garbage
+
+    context = session.sparkContext
+    assert context._jsc is not None
+    context.cancelAllJobs()
+    session.catalog.clearCache()
+    for rdd in list(context._jsc.getPersistentRDDs().values()):
+        rdd.unpersist(True)
+    for table in session.catalog.listTables():
+        if table.isTemporary:
+            session.catalog.dropTempView(table.name)
+    for key, value in dict(session.conf.getAll).items():
+        if key not in made and session.conf.isModifiable(key):
+            session.conf.unset(key)
+        elif key in made and value != made[key] and session.conf.isModifiable(key):
+            session.conf.set(key, made[key])
+    for key, value in made.items():
+        if session.conf.get(key, None) is None:
+            session.conf.set(key, value)
+    collect_garbage()
+    now = dict(session.conf.getAll)
+    changed = {k: (made.get(k), now.get(k)) for k in made.keys() | now.keys() if made.get(k) != now.get(k)}
+    assert changed == {}, f"Spark settings a module changed and the reset could not undo: {changed}"
+    assert len(context._jsc.getPersistentRDDs()) == 0
+    assert [t.name for t in session.catalog.listTables()] == [], "a module left tables in the catalog"
+
+
+def _stop_spark() -> None:
+    """Stop the active session and context, and end the JVM PySpark launched."""
     if "pyspark" not in sys.modules:
         return
     from pyspark import SparkContext

@@ -38,7 +38,7 @@ QUICK_FRACTION = 0.1  # of each test's own max_examples under `quick`
 # A folder or module (relative to tests/) and the kinds of slowness of every test in it; each kind is
 # a marker registered in pyproject.toml. Measured on the CI rehearsal of 2026-11-28 (docs/contributing.md).
 KINDS: dict[str, tuple[str, ...]] = {
-    "spark/": ("spark",),  # a JVM per module, pipeline runs of tens of seconds
+    "spark/": ("spark",),  # one JVM for the run, pipeline runs of tens of seconds
     "cluster/": ("cluster",),  # a standalone Spark cluster and a Spark Connect server
     "crash/": ("crash",),  # real writers killed with SIGKILL 60 times
     "serve/test_serve_crash.py": ("crash",),  # the server killed with SIGKILL 100 times

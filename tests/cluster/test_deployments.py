@@ -49,10 +49,11 @@ TABLE_NAMES = ("decisions", "visibility", "changes", "by_operation", "rejects")
 RUN_TIMEOUT = 900  # seconds: a run here takes under two minutes; a hung one fails the test, not CI
 
 
-def privilog(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """``privilog ARGS`` in a process of its own; with ``check``, its exit code 0 (or 1 for impact)."""
+def privilog(*args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``privilog ARGS`` in a process of its own (``env``: variables added to its environment); with
+    ``check``, its exit code 0 (or 1 for impact)."""
     argv = [sys.executable, "-m", "privilog", *args]
-    done = subprocess.run(argv, capture_output=True, text=True, env=spark_env(), timeout=RUN_TIMEOUT)
+    done = subprocess.run(argv, capture_output=True, text=True, env=dict(spark_env(), **(env or {})), timeout=RUN_TIMEOUT)
     if check and done.returncode not in (0, 1):
         raise AssertionError(f"privilog {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}")
     return done
@@ -99,8 +100,10 @@ def world_tables(prefix: str) -> list[str]:
     return [arg for t in ("entities", "grants", "members") for arg in (f"--{t}", f"table:{prefix}_{t}")]
 
 
-def runs(data: Path, out: Path, where: list[str]) -> dict[str, Path]:
-    """decide, visibility and impact of the deployment, run ``where`` (--master URL, --remote URL); their folders."""
+def runs(data: Path, out: Path, where: list[str], decide_env: dict[str, str] | None = None) -> dict[str, Path]:
+    """decide, visibility and impact of the deployment, run ``where`` (--master URL, --remote URL); their folders.
+    With ``decide_env``, decide runs with those variables instead of ``where``, and not quiet: what it printed
+    on standard error is in ``out/decide.stderr``."""
     done = {
         "decide": ["pipeline", "decide", *inputs(data)],
         "visibility": ["pipeline", "visibility", *inputs(data, requests=False)],
@@ -110,7 +113,12 @@ def runs(data: Path, out: Path, where: list[str]) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     for command, args in done.items():
         folders[command] = out / command
-        privilog(*args, "--out", str(folders[command]), "--partitions", "2", "--quiet", *where)
+        if command == "decide" and decide_env is not None:
+            run = privilog(*args, "--out", str(folders[command]), "--partitions", "2", env=decide_env)
+            assert run.returncode == 0, run.stderr[-2000:]
+            (out / "decide.stderr").write_text(run.stderr)
+        else:
+            privilog(*args, "--out", str(folders[command]), "--partitions", "2", "--quiet", *where)
     return folders
 
 
@@ -179,23 +187,29 @@ def test_a_standalone_cluster_gives_the_local_run_row_for_row(
     assert manifest["rows_in_check"].startswith("passed")
 
 
+@pytest.fixture(scope="module")
+def connect_runs(connect: ConnectServer, deployment: Path, folder: Path) -> Path:
+    """decide, visibility and impact over Spark Connect, in ``connect-runs``: visibility and impact told the
+    server by ``--remote``, decide by ``SPARK_REMOTE`` in its environment (as a notebook's session is; decide
+    is told by ``--remote`` in test_catalog_tables_in_and_out_over_spark_connect). One run of each serves
+    both tests below: a run over Connect costs tens of seconds."""
+    out = folder / "connect-runs"
+    runs(deployment, out, ["--remote", connect.url], decide_env={"SPARK_REMOTE": connect.url})
+    return out
+
+
 def test_spark_connect_gives_the_local_run_row_for_row(
-    connect: ConnectServer, deployment: Path, folder: Path, local: dict[tuple[str, str], list[str]]
+    connect_runs: Path, local: dict[tuple[str, str], list[str]]
 ) -> None:
-    folders = runs(deployment, folder / "connect-runs", ["--remote", connect.url])
+    folders = {command: connect_runs / command for command in ("decide", "visibility", "impact")}
     assert differences(local, run_tables(folders)) == []
 
 
 def test_spark_remote_in_the_environment_is_used_as_remote_is(
-    connect: ConnectServer, deployment: Path, folder: Path, local: dict[tuple[str, str], list[str]]
+    connect: ConnectServer, connect_runs: Path, local: dict[tuple[str, str], list[str]]
 ) -> None:
-    out = folder / "connect-env"
-    argv = [sys.executable, "-m", "privilog", "pipeline", "decide", *inputs(deployment), "--out", str(out)]
-    done = subprocess.run(argv, capture_output=True, text=True, env=dict(spark_env(), SPARK_REMOTE=connect.url),
-                          timeout=RUN_TIMEOUT)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert f"connecting to Spark Connect at {connect.url}" in done.stderr
-    assert rows(out / "decisions") == local[("decide", "decisions")]
+    assert f"connecting to Spark Connect at {connect.url}" in (connect_runs / "decide.stderr").read_text()
+    assert rows(connect_runs / "decide" / "decisions") == local[("decide", "decisions")]
 
 
 def _warehouse_tables(root: Path) -> Path:

@@ -206,9 +206,10 @@ def test_a_dictionary_refuses_two_strings_with_one_code(monkeypatch: pytest.Monk
     assert dictionary.decode(7) == "user:a"
 
 
-def test_each_module_has_a_jvm_of_its_own_with_the_memory_the_tests_ask_for(spark: SparkSession) -> None:
-    """The ``spark`` fixture (tests/conftest.py) starts a JVM per module with 6g: a JVM another folder
-    started first, with less, once served every later module and ran out of memory in CI."""
+def test_the_run_s_jvm_has_the_memory_the_tests_ask_for(spark: SparkSession) -> None:
+    """The ``spark`` fixture (tests/conftest.py) is the run's one session, in a JVM started with 6g
+    whichever module asks first: a JVM another folder started first, with less, once served every
+    later module and ran out of memory in CI."""
     from tests.conftest import DRIVER_MEMORY, PARTITIONS
 
     jvm = spark.sparkContext._jvm
