@@ -59,6 +59,19 @@ class RulePlans:
         self._plans: dict[tuple[str, int], Maker] = {}
         head_vars = [t.name for t in rule.head.terms if isinstance(t, Var)]
         self.entry = list(dict.fromkeys(head_vars))
+        # what head_entry tests of a row, worked out once: each constant's column and value, each
+        # repeated variable's column and the column of its first place; the entry values' columns
+        self._consts: list[tuple[int, str]] = []
+        self._repeats: list[tuple[int, int]] = []
+        first: dict[str, int] = {}
+        for position, term in enumerate(rule.head.terms):
+            if isinstance(term, Const):
+                self._consts.append((position, term.value))
+            elif term.name in first:
+                self._repeats.append((position, first[term.name]))
+            else:
+                first[term.name] = position
+        self._entry_at = [first[name] for name in self.entry]
 
     def predicate(self, i: int) -> str:
         literal = self.rule.body[i]
@@ -104,14 +117,15 @@ class RulePlans:
 
     def head_entry(self, row: Row) -> list[str] | None:
         """The entry values of the head-bound plan for ``row``, or None if the head cannot match it."""
-        values: dict[str, str] = {}
-        for term, value in zip(self.rule.head.terms, row, strict=True):
-            if isinstance(term, Const):
-                if term.value != value:
-                    return None
-            elif values.setdefault(term.name, value) != value:
+        if len(row) != len(self.rule.head.terms):
+            raise ValueError(f"a row of {len(row)} values for the head {self.rule.head.predicate}")
+        for position, value in self._consts:
+            if row[position] != value:
                 return None
-        return [values[name] for name in self.entry]
+        for position, at in self._repeats:
+            if row[position] != row[at]:
+                return None
+        return [row[at] for at in self._entry_at]
 
 
 class Evaluator:
