@@ -146,8 +146,26 @@ def _fact_place(world: World, relation: str) -> str:
     return file
 
 
+def hierarchy(world: World) -> dict[EntityId, EntityId | None]:
+    """Every existing entity (listed, or enclosing one that is) and its parent (None at the top),
+    each found once: what :func:`world_facts` and the inventory both read."""
+    parents: dict[EntityId, EntityId | None] = {}
+    instance = world.instance
+    for entity in world.entities:
+        while entity not in parents:
+            parent = parents[entity] = entity.parent(instance)
+            if parent is None:
+                break
+            entity = parent
+    return parents
+
+
 def world_facts(
-    world: World, named: Iterable[EntityId] = (), with_names: bool = False, with_within: bool = False
+    world: World,
+    named: Iterable[EntityId] = (),
+    with_names: bool = False,
+    with_within: bool = False,
+    parents: Mapping[EntityId, EntityId | None] | None = None,
 ) -> dict[str, set[Row]]:
     """``grant``, ``member_of``, ``admin``, and the hierarchy of existing entities.
 
@@ -158,29 +176,50 @@ def world_facts(
     name), gets a ``matches`` row for each of these entities it matches (engine.patterns).
     With ``with_names``, every principal and entity id gets its ``name_of`` row (an entity its
     ``last_name_of`` too). The rows of the world's ``facts:`` (checked: :func:`check_facts`) are
-    base facts too, and a wildcard among their values gets ``matches`` rows.
+    base facts too, and a wildcard among their values gets ``matches`` rows. ``parents`` is
+    :func:`hierarchy`'s answer, when the caller has it already.
+
+    Each id's text is made once and shared by every row that names it (a million grants name
+    a few hundred thousand entities and some thousands of principals): the rows' memory is then
+    mostly the tuples.
     """
-    parents: dict[EntityId, EntityId | None] = {}  # each entity's parent, found once
-    for entity in world.entities:
-        while entity not in parents:
-            parent = parents[entity] = entity.parent(world.instance)
-            if parent is None:
-                break
-            entity = parent
+    if parents is None:
+        parents = hierarchy(world)
     names = {e: str(e) for e in parents}
-    patterns = {g.entity for g in world.grants if is_pattern(g.entity)} | set(named) | fact_patterns(world)
+    text: dict[str, str] = {}  # each principal's and action's text, once
+    one = text.setdefault
+    grants = []
+    granted: dict[EntityId, str] = {}
+    patterns = set(named) | fact_patterns(world)
+    for g in world.grants:
+        entity = g.entity
+        name = names.get(entity) or granted.get(entity)
+        if name is None:
+            name = granted[entity] = str(entity)
+            if is_pattern(entity):
+                patterns.add(entity)
+        grants.append((one(g.principal, g.principal), one(g.action, g.action), name))
     owners = [str(o) for o in world.owners.values()]
-    ids = [*world.principals(), *names.values(), *(str(g.entity) for g in world.grants), *owners] if with_names else []
+    ids = [*world.principals(), *names.values(), *granted.values(), *owners] if with_names else []
+    within: set[Row] = set()
+    if with_within:
+        instance = world.instance
+        for entity, name in [*((e, names[e]) for e in {g.entity for g in world.grants} if e in names),
+                             *((e, n) for e, n in granted.items() if not is_pattern(e))]:
+            above = parents.get(entity) if entity in parents else entity.parent(instance)
+            while above is not None:
+                within.add((name, names.get(above) or str(above)))
+                above = parents.get(above) if above in parents else above.parent(instance)
     return {
         **{relation: set(rows) for relation, rows in world.facts.items()},  # checked: none of those below
-        "within": within_rows({g.entity for g in world.grants}, world.instance) if with_within else set(),
+        "within": within,
         **names_of(ids),
         "matches": match_rows(patterns, parents),
-        "grant": {(g.principal, g.action, str(g.entity)) for g in world.grants},
-        "member_of": set(world.members),
-        "admin": {(a,) for a in world.admins},
+        "grant": set(grants),
+        "member_of": {(one(m, m), one(g, g)) for m, g in world.members},
+        "admin": {(one(a, a),) for a in world.admins},
         "config": {(key, value) for key, values in world.config.items() for value in values},
         "owned_by": {(str(e), str(o)) for e, o in world.owners.items()},
-        "is_a": {(names[e], e.type) for e in parents},
+        "is_a": {(name, e.type) for e, name in names.items()},
         "child_of": {(names[e], names[p]) for e, p in parents.items() if p is not None},
     }

@@ -10,7 +10,7 @@ entities by type and by each enclosing entity, for ``visible``.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from privilog.engine.ids import EntityId
 from privilog.engine.program import Row
@@ -19,7 +19,11 @@ from privilog.engine.program import Row
 class Inventory:
     """The existing entities of a world and the hierarchy facts they give."""
 
-    def __init__(self, instance: str, listed: Iterable[EntityId] = ()):
+    def __init__(
+        self, instance: str, listed: Iterable[EntityId] = (), parents: Mapping[EntityId, EntityId | None] | None = None
+    ):
+        """``parents``: each existing entity's parent, when the caller has found them already
+        (``engine.facts.hierarchy``): the chains are then read from it, not from the ids again."""
         self.instance = instance
         self._listed: set[EntityId] = set()
         self._count: Counter[EntityId] = Counter()
@@ -30,11 +34,12 @@ class Inventory:
         self._listed.update(listed)
         count = self._count
         inside = self._inside
+        chain = self.chain if parents is None else self._chain_of(parents)
         for entity in self._listed:  # in bulk: count, then index each existing entity once
-            for encloser in self.chain(entity):
+            for encloser in chain(entity):
                 count[encloser] += 1
         for entity in count:
-            for place in (None, *self.chain(entity)[1:]):
+            for place in (None, *chain(entity)[1:]):
                 by_type = inside.get(place)
                 if by_type is None:
                     by_type = inside[place] = {}
@@ -43,6 +48,21 @@ class Inventory:
                     by_type[entity.type] = {entity}
                 else:
                     found.add(entity)
+
+    def _chain_of(self, parents: Mapping[EntityId, EntityId | None]) -> Callable[[EntityId], tuple[EntityId, ...]]:
+        """:meth:`chain`, reading parents from ``parents`` (every existing entity's)."""
+        chains = self._chains
+
+        def chain(entity: EntityId) -> tuple[EntityId, ...]:
+            parent = parents[entity]
+            if parent is None:
+                return (entity,)
+            above = chains.get(parent)
+            if above is None:
+                above = chains[parent] = chain(parent)
+            return (entity, *above)
+
+        return chain
 
     def exists(self, entity: EntityId) -> bool:
         """Whether ``entity`` exists; if it does, so does everything that encloses it."""

@@ -1,6 +1,6 @@
 """privilog side by side with Rego (regorus) and a hand-coded Python index: issue 11's benchmark.
 
-    python -m benchmarks.engines [--sizes 1k,10k,100k,1M] [--engines ...] [--out benchmarks/engines/results.json]
+    python -m benchmarks.engines [--sizes 100k,1M,10M] [--engines ...] [--out benchmarks/engines/results.json]
 
 See ``__main__.py`` for the options and benchmarks/README.md for what is
 measured and the recorded results.

@@ -1,8 +1,8 @@
 # cdap.policy (rules/cdap.policy with the generic rules of
 # rules/prelude/requirements.policy) in Rego, for the operations the engines
 # benchmark measures: dataset.read, dataset.list, namespace.get,
-# namespace.delete, application.deploy, and the datasets of a namespace a
-# principal sees. Written by hand from the policy; benchmarks/engines checks
+# namespace.delete, application.deploy, dataset.create, and the datasets of a
+# namespace a principal sees. Written by hand from the policy; benchmarks/engines checks
 # that it answers every request of its mix as privilog's reference engine does.
 #
 # data (built from a privilog world by benchmarks/engines/rego.py):
@@ -13,6 +13,8 @@
 #   held_in[principal][place][type][entity] = true
 #                                              the grants of `grants` on existing entities,
 #                                              by the namespace or application they are in
+#   within[principal][place] = true            the principal holds a grant on an id inside
+#                                              `place` by its id, whether it exists or not
 # input: {"principal", "operation", "entity", "args": {name: value}}
 #   visible: {"principal", "namespace", "type"}
 
@@ -56,20 +58,20 @@ allow if {
 	holds_any(input.entity)
 }
 
-# namespace.get requires any on self or descendant: a grant on the namespace or
-# on an existing entity inside it (a grant on an entity that does not exist counts
-# only for that entity itself).
+# namespace.get requires any on self or within: a grant on the namespace or on any id
+# inside it by its id, whether that entity exists or not (a pre-grant counts: the
+# policy's `self or within`, CDAP's InMemoryAuthorizer reading grants by id).
 allow if {
 	input.operation == "namespace.get"
 	of_type("namespace")
-	self_or_descendant_any(input.entity)
+	self_or_within_any(input.entity)
 }
 
-self_or_descendant_any(e) if holds_any(e)
+self_or_within_any(e) if holds_any(e)
 
-self_or_descendant_any(e) if {
+self_or_within_any(e) if {
 	some p in principals
-	data.held_in[p][e]
+	data.within[p][e]
 }
 
 # namespace.delete requires ADMIN, ADMIN on every descendant
@@ -110,6 +112,21 @@ artifact_ok if {
 owner_ok if not input.args.owner
 
 owner_ok if holds("ADMIN", input.args.owner)
+
+# dataset.create($dataset_type, $owner) requires ADMIN,
+#   any on $dataset_type if $dataset_type, ADMIN on $owner if $owner
+# (on a dataset that does not exist yet: ADMIN granted before it exists)
+allow if {
+	input.operation == "dataset.create"
+	of_type("dataset")
+	holds("ADMIN", input.entity)
+	dataset_type_ok
+	owner_ok
+}
+
+dataset_type_ok if not input.args.dataset_type
+
+dataset_type_ok if holds_any(input.args.dataset_type)
 
 # The existing entities of a type inside a namespace the principal may list
 # (dataset.list and the other `list shows any` operations: any privilege on it).

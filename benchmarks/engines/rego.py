@@ -16,6 +16,7 @@ that is counted in the load time.
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from collections.abc import Mapping, Set
 from pathlib import Path
@@ -23,7 +24,8 @@ from typing import Any
 
 from benchmarks.engines.floor import ancestors, existing_entities, grant_rows
 
-POLICY_PATH = Path(__file__).resolve().parent / "cdap.rego"
+# PRIVILOG_BENCH_REGO: another Rego file in its place (tests use one that disagrees on purpose)
+POLICY_PATH = Path(os.environ.get("PRIVILOG_BENCH_REGO") or Path(__file__).resolve().parent / "cdap.rego")
 
 
 def available() -> str | None:
@@ -51,12 +53,15 @@ def rego_data(data: Mapping[str, Any]) -> dict[str, Any]:
         for place in ancestors(entity, instance)[:-1]:  # namespaces and applications
             inside[place][entity.partition(":")[0]].append(entity)
     held_in: dict[str, dict[str, dict[str, dict[str, bool]]]] = defaultdict(dict)
+    within: dict[str, dict[str, bool]] = defaultdict(dict)
     for principal, held in grants.items():
         for entity in held:
+            for place in ancestors(entity, instance):
+                within[principal][place] = True
             if entity in existing:
                 for place, found in held_in_rows(entity, instance):
                     held_in[principal].setdefault(place, {}).setdefault(found, {})[entity] = True
-    return {"grants": grants, "members": members, "inside": inside, "held_in": held_in}
+    return {"grants": grants, "members": members, "inside": inside, "held_in": held_in, "within": within}
 
 
 def held_in_rows(entity: str, instance: str = "cdap") -> list[tuple[str, str]]:
@@ -92,7 +97,8 @@ class Regorus:
 
     def grant(self, principal: str, action: str, entity: str) -> None:
         """Add one grant: regorus merges data documents (there is no way to remove one)."""
-        doc: dict[str, Any] = {"grants": {principal: {entity: {action: True}}}}
+        doc: dict[str, Any] = {"grants": {principal: {entity: {action: True}}},
+                               "within": {principal: dict.fromkeys(ancestors(entity), True)}}
         if entity in self.existing:
             held: dict[str, Any] = {}
             for place, kind in held_in_rows(entity):

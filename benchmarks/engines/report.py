@@ -1,4 +1,11 @@
-"""The table of an engines benchmark run, and privilog's figures against issue 11's targets."""
+"""The table of an engines benchmark run, and privilog's figures against issue 38's targets.
+
+Issue 38's targets (2-core machine, at 10^6 grants; shown beside the figure at every size):
+load from a world file <= 5 s; resident memory after load <= 1.5 GiB; check p50 of every
+kind <= 1.5x the floor's p50 in the same run; check p99 of every kind, creates included,
+<= 20 µs; grant applied in memory p50 <= 30 µs, revoke <= 40 µs; at 10^7 grants: loads
+and answers on the machine (time and memory reported).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,6 @@ from typing import Any
 from benchmarks.engines.workload import KINDS
 
 TARGET_ENGINES = ("privilog-compiled", "privilog-pydatalog")
-REGO_ENGINES = ("regorus", "regorus-rvm")
 
 
 def _us(value: float | None) -> str:
@@ -49,14 +55,15 @@ def size_table(size: dict[str, Any]) -> str:
     def row(label: str, cells: list[str]) -> None:
         lines.append(f"{label:<26}" + "".join(f"{c:>{width}}" for c in cells))
 
-    for kind in KINDS:
-        figures = size.get("checks", {}).get(kind, {})
-        row(kind, [_pair(figures.get(e)) for e in engines])
-    row("visible (datasets of ns)", [_pair(size.get("visible", {}).get(e)) for e in engines])
-    row("why (check, explained)", [_pair(size.get("why", {}).get(e)) for e in engines])
-    changes = size.get("changes", {})
-    for what in ("grant", "grant_then_check", "revoke", "revoke_then_check"):
-        row(what.replace("_then_check", " + next check"), [_pair(changes.get(e, {}).get(what)) for e in engines])
+    if size.get("checks"):  # none when the run stopped at a disagreement
+        for kind in KINDS:
+            figures = size.get("checks", {}).get(kind, {})
+            row(kind, [_pair(figures.get(e)) for e in engines])
+        row("visible (datasets of ns)", [_pair(size.get("visible", {}).get(e)) for e in engines])
+        row("why (check, explained)", [_pair(size.get("why", {}).get(e)) for e in engines])
+        changes = size.get("changes", {})
+        for what in ("grant", "grant_then_check", "revoke", "revoke_then_check"):
+            row(what.replace("_then_check", " + next check"), [_pair(changes.get(e, {}).get(what)) for e in engines])
     loads = size.get("load", {})
 
     def load_cell(e: str, key: str, fmt: str) -> str:
@@ -69,70 +76,91 @@ def size_table(size: dict[str, Any]) -> str:
 
     row("load, s (fresh process)", [load_cell(e, "total_s", "{:.2f}") for e in engines])
     row("peak RSS, MiB (load)", [load_cell(e, "peak_rss_mib", "{:,.0f}") for e in engines])
+    if size.get("generate_s") is not None:
+        peak = size.get("generate_peak_rss_mib") or 0
+        lines.append(f"generated in {size['generate_s']:.1f} s (peak RSS {peak:,.0f} MiB), "
+                     f"world file {size.get('world_file_mib', 0):,.0f} MiB")
+    for engine, loaded in loads.items():
+        if "error" in loaded:
+            lines.append(f"   ({engine}'s load: {loaded['error']})")
     agreement = size.get("agreement", {})
     counts = agreement.get("counts", {})
     checked = agreement.get("checked", {})
-    lines.append(
-        f"agreement (reference {size.get('truth')}): {checked.get('decisions', 0):,} decisions, "
-        f"{checked.get('visible', 0)} visible sets, {checked.get('why', 0)} explanations compared: "
-        + (", ".join(f"{n} {what}" for what, n in counts.items()) + " DISAGREE" if counts else "all agree")
-    )
-    for example in agreement.get("examples", [])[:5]:
-        lines.append(f"   {example}")
+    if size.get("disagreement"):
+        lines.append(f"agreement (reference {size.get('truth')}): stopped at the first disagreement")
+        lines.append(size["disagreement"].get("text", str(size["disagreement"])))
+        lines.append("   (the run stopped here: no figure above was timed on engines that disagree)")
+    else:
+        lines.append(
+            f"agreement (reference {size.get('truth')}): {checked.get('decisions', 0):,} decisions, "
+            f"{checked.get('visible', 0)} visible sets, {checked.get('why', 0)} explanations compared: "
+            + (", ".join(f"{n} {what}" for what, n in counts.items()) + " DISAGREE" if counts else "all agree"))
+        for example in agreement.get("examples", [])[:5]:  # --keep-going: the first few, one line each
+            what = example.get("request") or example.get("grant") or example.get("revoke")
+            answers = example.get("answers") or {k: example[k] for k in ("engine", "then", "versus") if k in example}
+            lines.append(f"   {example.get('what')}: {what}: {answers}")
     lines.append(f"   (* = cut by the time budget; load average {size.get('loadavg_start')} -> "
                  f"{size.get('loadavg_end')})")
     return "\n".join(lines)
 
 
+TARGET_SIZE = 1_000_000  # issue 38's targets are set at 10^6 grants
+CHECK_P99_US = 20.0
+FLOOR_RATIO = 1.5
+GRANT_P50_US = 30.0
+REVOKE_P50_US = 40.0
+LOAD_S = 5.0
+RSS_MIB = 1.5 * 1024
+
+
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each target of issue 11, per size, for the compiled backend (or the reference when it is absent)."""
+    """Each target of issue 38, at each size, for the compiled backend (or the reference when it is absent).
+
+    ``met`` is True or False against the target's bound at every size (the bounds are set at 10^6
+    grants: below they are easier, above harder); at 10^7 the target is to load and answer."""
     out: list[dict[str, Any]] = []
     for size in results.get("sizes", []):
-        engine = next((e for e in TARGET_ENGINES if e in size.get("engines", [])), None)
-        if engine is None or "checks" not in size:
-            continue
         n = size["size"]
-        checks = {k: v[engine] for k, v in size["checks"].items() if engine in v}
+        engine = next((e for e in TARGET_ENGINES if e in size.get("engines", []) or e in size.get("load", {})), None)
+        if engine is None:
+            continue
 
         def add(figure: str, target: str, measured: str, met: bool | None, n: int = n, engine: str = engine) -> None:
             out.append({"size": n, "engine": engine, "figure": figure, "target": target,
                         "measured": measured, "met": met})
 
-        if checks:
-            worst = max(checks, key=lambda k: checks[k]["p50_us"])
-            add("check p50 (worst kind)", "≤ 2 µs", f"{checks[worst]['p50_us']:.2f} µs ({worst})",
-                checks[worst]["p50_us"] <= 2)
-            worst = max(checks, key=lambda k: checks[k]["p99_us"])
-            add("check p99 (worst kind)", "≤ 20 µs", f"{checks[worst]['p99_us']:.2f} µs ({worst})",
-                checks[worst]["p99_us"] <= 20)
-            for rego in REGO_ENGINES:
-                ratios = {k: size["checks"][k][rego]["p50_us"] / checks[k]["p50_us"]
-                          for k in checks if rego in size["checks"][k]}
-                if ratios:
-                    low = min(ratios, key=lambda k: ratios[k])
-                    add(f"p50 ratio to {rego} (lowest kind)", "≥ 20×", f"{ratios[low]:.1f}× ({low})",
-                        ratios[low] >= 20)
-        vis = size.get("visible", {}).get(engine)
-        if vis and vis.get("n"):
-            add("visible p50", "≤ 50 µs at 100k", f"{vis['p50_us']:.1f} µs",
-                vis["p50_us"] <= 50 if n == 100_000 else None)
-        why = size.get("why", {}).get(engine)
-        if why and why.get("n"):
-            add("why p50", "≤ 200 µs", f"{why['p50_us']:.1f} µs", why["p50_us"] <= 200)
-        changes = size.get("changes", {}).get(engine, {})
-        for what in ("grant", "revoke"):
-            found = changes.get(what)
-            then = changes.get(f"{what}_then_check")
-            if found and found.get("n"):
-                add(f"{what} p50 (+ next check)", "≤ 50 µs",
-                    f"{found['p50_us']:.1f} µs (+check {then['p50_us']:.1f} µs)", then["p50_us"] <= 50)
         load = size.get("load", {}).get(engine)
         if load and "error" not in load:
-            seconds, peak = load["total_s"], load["peak_rss_mib"]
-            add("load (fresh process)", "1M: ≤ 5 s, ≤ 1.5 GiB", f"{seconds:.2f} s, {peak:,.0f} MiB peak RSS",
-                (seconds <= 5 and peak <= 1536) if n >= 1_000_000 else None)
+            seconds, after, peak = load["total_s"], load.get("rss_after_mib") or 0.0, load["peak_rss_mib"]
+            add("load from the world file (fresh process)", f"≤ {LOAD_S:g} s", f"{seconds:.2f} s", seconds <= LOAD_S)
+            add("RSS after load", "≤ 1.5 GiB", f"{after:,.0f} MiB (peak {peak:,.0f})", after <= RSS_MIB)
         elif load:
-            add("load (fresh process)", "1M: ≤ 5 s, ≤ 1.5 GiB", load["error"], False if n >= 1_000_000 else None)
+            add("load from the world file (fresh process)", f"≤ {LOAD_S:g} s, ≤ 1.5 GiB", load["error"], False)
+        elif engine in size.get("skipped", {}):
+            add("load", f"≤ {LOAD_S:g} s, ≤ 1.5 GiB", size["skipped"][engine], False)
+        checks = {k: v[engine] for k, v in size.get("checks", {}).items() if engine in v}
+        for kind, figures in checks.items():
+            floor = size["checks"][kind].get("floor")
+            if floor and floor.get("p50_us"):
+                ratio = figures["p50_us"] / floor["p50_us"]
+                add(f"check p50 {kind} / floor's", f"≤ {FLOOR_RATIO:g}×",
+                    f"{figures['p50_us']:.2f} / {floor['p50_us']:.2f} µs = {ratio:.2f}×", ratio <= FLOOR_RATIO)
+            else:
+                add(f"check p50 {kind} / floor's", f"≤ {FLOOR_RATIO:g}×", f"{figures['p50_us']:.2f} µs (no floor)",
+                    None)
+        for kind, figures in checks.items():
+            add(f"check p99 {kind}", f"≤ {CHECK_P99_US:g} µs", f"{figures['p99_us']:.2f} µs",
+                figures["p99_us"] <= CHECK_P99_US)
+        changes = size.get("changes", {}).get(engine, {})
+        for what, bound in (("grant", GRANT_P50_US), ("revoke", REVOKE_P50_US)):
+            found = changes.get(what)
+            if found and found.get("n"):
+                add(f"{what} p50 (applied in memory)", f"≤ {bound:g} µs", f"{found['p50_us']:.1f} µs",
+                    found["p50_us"] <= bound)
+        if n >= 10 * TARGET_SIZE:
+            answered = bool(checks)
+            add("10^7: loads and answers", "loads and answers",
+                "answered" if answered else (size.get("skipped", {}).get(engine) or "not timed"), answered)
     return out
 
 
@@ -150,10 +178,10 @@ def render(results: dict[str, Any]) -> str:
         parts.append(size_table(size))
     found = targets(results)
     if found:
-        lines = ["Against issue 11's targets:"]
+        lines = ["Against issue 38's targets (set at 10^6 grants; shown at every size):"]
         for t in found:
-            mark = {True: "met", False: "MISSED", None: "(not the target's size)"}[t["met"]]
-            lines.append(f"  {t['size']:>9,}  {t['engine']:<19} {t['figure']:<38} {t['target']:<22} "
-                         f"{t['measured']:<42} {mark}")
+            mark = {True: "met", False: "MISSED", None: "-"}[t["met"]]
+            lines.append(f"  {t['size']:>10,}  {t['engine']:<18} {t['figure']:<44} {t['target']:<14} "
+                         f"{t['measured']:<44} {mark}")
         parts.append("\n".join(lines))
     return "\n\n".join(parts)

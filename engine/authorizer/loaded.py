@@ -15,7 +15,7 @@ from typing import Any
 
 from privilog.dsl.limits import WORLD_ENTRIES, LimitError
 from privilog.engine.backends import Backend
-from privilog.engine.facts import check_facts, fact_patterns, names_of, within_rows, world_facts
+from privilog.engine.facts import check_facts, fact_patterns, hierarchy, names_of, within_rows, world_facts
 from privilog.engine.ids import EntityId
 from privilog.engine.inventory import Inventory
 from privilog.engine.patterns import PatternIndex, check_tries, is_pattern, match_rows, matches, policy_patterns
@@ -37,7 +37,7 @@ class LoadedWorld:
         self.uses_within = reads(program.rules, "within", program.facts)
         self.facts: dict[str, set[Row]] = {}  # the base facts the backend holds, by relation
         self.inventory: Inventory  # what exists; these three are made by refresh
-        self.holders: dict[tuple[str, EntityId], set[str]]  # who holds each action on each entity or wildcard
+        self._holders: dict[tuple[str, EntityId], set[str]] | None = None  # made when first asked (holders)
         self.patterns: dict[EntityId, int]  # each wildcard granted, and by how many grants
         self.version = 0  # counts the changes of the world's facts: what was worked out before one is stale
         # entities whose `within` rows a grant gave since the last refresh (only a refresh takes rows away)
@@ -96,7 +96,8 @@ class LoadedWorld:
         check_facts(self.program, world)  # its `facts:` are of relations the policy leaves to the world
         if following is not None:
             self.world.observers.add(following)
-        new = world_facts(self.world, self.named_patterns, self.uses_names, self.uses_within)
+        parents = hierarchy(self.world)
+        new = world_facts(self.world, self.named_patterns, self.uses_names, self.uses_within, parents)
         for relation in set(new) | set(self.facts):
             before, after = self.facts.get(relation, set()), new.get(relation, set())
             if before - after:
@@ -104,14 +105,25 @@ class LoadedWorld:
             if after - before:
                 self.backend.add(relation, after - before)
         self.facts = new
-        self.holders = {}
+        self._holders = None
         # the policy's own patterns, and those among the world's facts, count once, always
         self.patterns = dict.fromkeys([*self.named_patterns, *fact_patterns(self.world)], 1)
         for grant in self.world.grants:
-            self.holders.setdefault((grant.action, grant.entity), set()).add(grant.principal)
             if is_pattern(grant.entity):
                 self.patterns[grant.entity] = self.patterns.get(grant.entity, 0) + 1
-        self.inventory = Inventory(self.world.instance, self.world.entities)
+        self.inventory = Inventory(self.world.instance, self.world.entities, parents)
+
+    @property
+    def holders(self) -> dict[tuple[str, EntityId], set[str]]:
+        """Who holds each action on each entity or wildcard: made from the world's grants the first
+        time it is asked (only explanations ask: a million grants' worth of sets is not paid by a
+        world that only answers checks), and kept current from then on."""
+        if self._holders is None:
+            holders: dict[tuple[str, EntityId], set[str]] = {}
+            for grant in self.world.grants:
+                holders.setdefault((grant.action, grant.entity), set()).add(grant.principal)
+            self._holders = holders
+        return self._holders
 
     def placed(self, entities: Iterable[EntityId]) -> dict[str, set[Row]]:
         """The hierarchy facts of these entities, and the wildcard grants they match."""
@@ -169,7 +181,8 @@ class LoadedWorld:
                 added["within"] = within_rows(fresh, self.world.instance)
         matched: set[Row] = set()
         for g in new:
-            self.holders.setdefault((g.action, g.entity), set()).add(g.principal)
+            if self._holders is not None:
+                self._holders.setdefault((g.action, g.entity), set()).add(g.principal)
             if is_pattern(g.entity):
                 count = self.patterns[g.entity] = self.patterns.get(g.entity, 0) + 1
                 if count == 1:
@@ -209,7 +222,8 @@ class LoadedWorld:
         """Grants the world no longer has: their facts out of the backend."""
         unmatched: set[Row] = set()
         for g in gone:
-            self.holders.get((g.action, g.entity), set()).discard(g.principal)
+            if self._holders is not None:
+                self._holders.get((g.action, g.entity), set()).discard(g.principal)
             if g.entity in self.patterns:
                 self.patterns[g.entity] -= 1
                 if not self.patterns[g.entity]:

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from privilog.engine.analysis import Analysis, Kind, analyse, written_apart
+from privilog.engine.analysis import Analysis, Component, Kind, analyse, written_apart
+from privilog.engine.compiled.closure import Closure, closure_edge
 from privilog.engine.compiled.evaluate import Changes, Evaluator, Store
 from privilog.engine.compiled.relation import Relation
 from privilog.engine.program import Program, Row
@@ -43,8 +44,8 @@ class CompiledBackend:
             self.evaluator.relation(name).add(rows)
         on_demand = self.analysis.on_demand
         self._maintained = [c for c in self.analysis.of_kind(Kind.STATIC, Kind.WORLD) if not c.relations & on_demand]
-        for component in self._maintained:
-            self.evaluator.evaluate(component, self.store)
+        for component in self._maintained:  # in order: what a component reads is there before it
+            self._start(component)
         self._on_demand = {name: c for c in self.analysis.components for name in c.relations if name in on_demand}
         self._per_request = self.analysis.of_kind(Kind.REQUEST)
         self._answers: Store | None = None
@@ -122,8 +123,20 @@ class CompiledBackend:
                 self._materialize(used)
         for member in component.relations:
             del self._on_demand[member]
-        self.evaluator.evaluate(component, self.store)
+        self._start(component)
         self._maintained.append(component)
+
+    def _start(self, component: Component) -> None:
+        """Evaluate a maintained component into the store; a transitive closure is walked when
+        asked instead, not materialized (engine.compiled.closure)."""
+        found = closure_edge(component) if component.kind is Kind.WORLD else None
+        if found is None:
+            self.evaluator.evaluate(component, self.store)
+            return
+        (name,) = component.relations
+        closure = Closure(name, self.evaluator.relation(found[0]), found[1])
+        self.store[name] = closure  # type: ignore[assignment]
+        self.evaluator.walked[component.relations] = (found[0], closure)
 
     # ---- deciding without explaining ------------------------------------------------------
 

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 
 from privilog.dsl.ir import Atom, Const, Rule, Var
 from privilog.engine.analysis import Component
+from privilog.engine.compiled.closure import Closure
 from privilog.engine.compiled.plan import Maker, Slot, compile_conjunction
-from privilog.engine.compiled.relation import Relation, Row
+from privilog.engine.compiled.relation import Relation, Row, lookup_rows
 
 SMALL = frozenset({"request", "request_arg"})  # a handful of rows: join from them first
 Store = dict[str, Relation]
@@ -99,11 +100,13 @@ class RulePlans:
 
             def estimate(i: int, columns: tuple[int, ...]) -> float:
                 relation = sources[i] if i < len(sources) else None
-                if relation is None or not relation.rows:
+                if relation is None:
                     return 0.0
-                if not columns:
-                    return float(len(relation.rows))
-                return len(relation.rows) / max(len(relation.index(columns)), 1)
+                if isinstance(relation, Closure):  # its lookups walk: no index to build
+                    if not relation.rows or not columns:
+                        return float(len(relation.rows))
+                    return len(relation.rows) / max(len(relation.index(columns)), 1)
+                return lookup_rows(relation, columns)
 
             guess = estimate if sources else None
             if variant == "head":
@@ -137,6 +140,9 @@ class Evaluator:
         self._rules: dict[int, RulePlans] = {}
         self._shapes: dict[int, _Shape] = {}
         self._empties: dict[str, Relation] = {}
+        # components kept as closures walked when asked (engine.compiled.closure): their deltas
+        # are worked out from their edges' instead of by their rules
+        self.walked: dict[frozenset[str], tuple[str, Closure]] = {}
 
     def rules(self, component: Component) -> list[RulePlans]:
         out = []
@@ -212,6 +218,7 @@ class Evaluator:
     ) -> Changes:
         """Apply a change of base facts, then bring each component up to date, in order."""
         changes = Changes()
+        components = list(components)
         for name, rows in removed.items():
             changes.note(name, set(), self.relation(name).remove(rows))
         for name, rows in added.items():
@@ -220,6 +227,13 @@ class Evaluator:
         for component in components:
             uses = component.uses
             if uses.isdisjoint(now_added) and uses.isdisjoint(now_removed):
+                continue
+            walked = self.walked.get(component.relations)
+            if walked is not None:  # its changes worked out only for a component that reads them
+                edge, closure = walked
+                if any(closure.name in c.uses for c in components if c is not component):
+                    gained, lost = closure.delta(changes.added.get(edge, set()), changes.removed.get(edge, set()))
+                    changes.note(closure.name, gained, lost)
                 continue
             negated = component.negated
             if not (negated.isdisjoint(now_added) and negated.isdisjoint(now_removed)):

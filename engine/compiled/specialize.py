@@ -36,13 +36,13 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Mapping
-from itertools import islice
 from typing import Any
 
 from privilog.dsl.ir import Atom, Comparison, Const, Literal, Rule, Term, Var
 from privilog.engine.analysis import Analysis, Component, Kind
 from privilog.engine.compiled.evaluate import Evaluator
 from privilog.engine.compiled.plan import EMPTY, OPERATORS, repeated_free
+from privilog.engine.compiled.relation import lookup_rows
 from privilog.engine.program import Program
 from privilog.engine.unfold import (
     ARG,
@@ -55,7 +55,6 @@ from privilog.engine.unfold import (
     specialize,
 )
 
-SAMPLE = 4096  # rows looked at to guess how selective a lookup is
 INLINE = 600  # characters of a function's expression its callers may test in place
 
 Decider = Callable[[str, str, Mapping[str, str]], bool]
@@ -175,21 +174,9 @@ class DecisionPlans:
         that weighing a join order builds no index that the plan will not use.
         """
         source = self.evaluator.relation(relation)
-        rows = len(source.rows)
-        if not rows:
+        if not source.rows:
             return 0.5  # empty now; it may not stay so
-        if not columns:
-            return float(rows)
-        if len(columns) == source.arity:
-            return 0.0
-        found = source.indexes.get(columns)
-        if found is not None:
-            return rows / max(len(found[1]), 1)
-        sample = list(islice(source.rows, SAMPLE))
-        keys = len({tuple(row[c] for c in columns) for row in sample})
-        if keys * 10 < len(sample):  # few distinct keys (an action, a type): each has a share of all rows
-            return rows / keys
-        return len(sample) / keys
+        return lookup_rows(source, columns)
 
     def aux(self, atoms: list[Atom], columns: list[str]) -> Atom:
         """A world-derived relation holding the join of ``atoms`` over ``columns``, kept current."""

@@ -19,7 +19,8 @@ from privilog.usage import EXIT_DENY, EXIT_OK, UsageError, require_extra
 def cmd_serve(args: argparse.Namespace) -> int:
     require_extra("serve", "serve")
     from privilog.serve.limits import OPTIONS, Limits
-    from privilog.serve.server import ServeOptions, serve
+    from privilog.serve.server import ServeOptions
+    from privilog.serve.workers import serve
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"privilog serve: --port is 0 to 65535, not {args.port}")
@@ -109,7 +110,7 @@ def register(sub: Any) -> None:
         type=int,
         default=1,
         metavar="N",
-        help="worker processes, each with its own engine following the store (default 1)",
+        help="worker processes, sharing one load, each following the store (default 1)",
     )
     p.add_argument("--decision-log", metavar="FILE", help="append each decision to FILE as a JSON line")
     p.add_argument(

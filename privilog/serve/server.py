@@ -2,8 +2,9 @@
 
 The socket is bound here, before anything slow, so a port in use is a one-line
 error (exit 2) rather than uvicorn's log and exit. With ``workers`` above one,
-each worker process loads its own deployment from the store and follows it
-(what one worker writes, the others replay within the follow interval).
+the deployment is loaded once and the workers are forked after it, sharing it
+(:mod:`.workers`); each follows the store (what one worker writes, the others
+replay within the follow interval).
 
 uvicorn bounds neither the size of a request's headers nor the time a client
 takes to send them, and keeps a connection whose answer was sent while its body
@@ -16,12 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
-import os
 import socket
 import sys
+import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -29,7 +29,6 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from .bodies import ServeError
 from .limits import Limits
 
-OPTIONS_ENV = "PRIVILOG_SERVE_OPTIONS"  # how the options reach worker processes
 LINGER = 2.0  # seconds the rest of an unread body is read and dropped before its connection is closed
 
 
@@ -47,11 +46,6 @@ class ServeOptions:
     follow_interval: float | None = None  # seconds between looks at a store that cannot notify (None: its own)
     decision_log_reasons: bool = True
     limits: Limits = field(default_factory=Limits)
-
-    @classmethod
-    def from_json(cls, text: str) -> ServeOptions:
-        data = json.loads(text)
-        return cls(**{**data, "limits": Limits(**data["limits"])})
 
 
 class BoundedProtocol(HttpToolsProtocol):
@@ -254,79 +248,98 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def build_app(options: ServeOptions, signals: bool) -> Any:
-    """Open the store, load the policy and the deployment, and make the application."""
+@dataclass
+class Loaded:
+    """What one load made (:func:`load`): the deployment, the decision log's key, and how long each phase took."""
+
+    options: ServeOptions
+    deployment: Any  # privilog.store.deployment.Deployment
+    key: bytes | None  # the decision log's HMAC key (None: no decision log)
+    seconds: dict[str, float]
+
+
+def load(options: ServeOptions) -> Loaded:
+    """Open the store, load the policy and the deployment, and compile every decision plan (warm)."""
     from privilog import dsl
     from privilog.store import open_store
     from privilog.store.deployment import Deployment
 
-    from .app import make_app
-    from .decisionlog import KEY_NAME, DecisionLog
-    from .service import Service
+    from .decisionlog import KEY_NAME
 
+    started = time.perf_counter()
     policy = dsl.load_policy(options.policy)
     store = open_store(options.store, policy.actions, create=False)
+    opened = time.perf_counter()
     reasons = bool(options.decision_log) and options.decision_log_reasons
     deployment = Deployment(store, policy, track_grants=reasons)  # reasons name the entry that made each grant
+    loaded = time.perf_counter()
     deployment.record_policy("local:serve")  # answers about the past, and revisions, name the policy served
+    # each line's HMAC: only those who can read the store can forge one
+    key = store.secret(KEY_NAME).encode() if options.decision_log else None
+    recorded = time.perf_counter()
+    with deployment.lock:
+        deployment.authorizer.prepare()
+    seconds = {
+        "open": opened - started,
+        **deployment.load_seconds,
+        "record_policy": recorded - loaded,
+        "warm": time.perf_counter() - recorded,
+    }
+    return Loaded(options, deployment, key, {k: round(v, 3) for k, v in seconds.items()})
+
+
+def attach(loaded: Loaded, signals: bool) -> Any:
+    """The application over a load: the decision log opened (a stream of this process's own) and the service."""
+    from .app import make_app
+    from .decisionlog import DecisionLog
+    from .service import Service
+
+    options = loaded.options
     decision_log = None
     if options.decision_log:
-        key = store.secret(KEY_NAME).encode()  # each line's HMAC: only those who can read the store can forge one
-        decision_log = DecisionLog.open(options.decision_log, key, options.decision_log_sample, reasons)
+        assert loaded.key is not None
+        reasons = options.decision_log_reasons
+        decision_log = DecisionLog.open(options.decision_log, loaded.key, options.decision_log_sample, reasons)
     BoundedProtocol.limits = options.limits  # in a worker process too
-    service = Service(deployment, options.policy, options.limits, decision_log)
+    service = Service(loaded.deployment, options.policy, options.limits, decision_log)
     if options.follow_interval is not None:  # SQLite's polling (PostgreSQL is notified and does not poll)
-        store.poll_interval = options.follow_interval
+        loaded.deployment.store.poll_interval = options.follow_interval
         return make_app(service, options.follow_interval, signals=signals)
     return make_app(service, signals=signals)
 
 
-def _check_loads(options: ServeOptions) -> None:
-    from privilog import dsl
-    from privilog.store import open_store
-
-    policy = dsl.load_policy(options.policy)
-    open_store(options.store, policy.actions, create=False).close()
+def build_app(options: ServeOptions, signals: bool) -> Any:
+    """Open the store, load the policy and the deployment, and make the application."""
+    return attach(load(options), signals)
 
 
-def worker_app() -> Any:
-    """The application of one worker process (``--workers N``): options from the environment."""
-    options = ServeOptions.from_json(os.environ[OPTIONS_ENV])
-    return build_app(options, signals=True)
+def announce_load(loaded: Loaded) -> None:
+    """One line on stderr: what was loaded, and how long each phase of the load took."""
+    deployment, seconds = loaded.deployment, loaded.seconds
+    phases = ", ".join(f"{name.replace('_', ' ')} {value:.2f} s" for name, value in seconds.items())
+    print(
+        f"privilog serve: loaded {len(deployment.authorizer.world.grants)} grants at log entry {deployment.seq} "
+        f"in {sum(seconds.values()):.2f} s ({phases})",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
-def serve(options: ServeOptions) -> int:
-    """Serve until interrupted (SIGINT, SIGTERM); SIGHUP reloads the policy. The exit status."""
-    import uvicorn
+# uvicorn's settings, each worker's alike
+UVICORN: dict[str, Any] = {
+    "log_level": "warning",
+    "access_log": False,
+    "http": BoundedProtocol,
+    "lifespan": "on",
+    "timeout_keep_alive": 5,
+    "timeout_graceful_shutdown": 5,
+    "server_header": False,
+}
 
-    if options.workers < 1:
-        raise ServeError(f"--workers is at least 1, not {options.workers}")
-    BoundedProtocol.limits = options.limits
-    sock = bind(options.host, options.port)
+
+def announce(sock: socket.socket, options: ServeOptions) -> None:
     host, port = sock.getsockname()[:2]
-    common: dict[str, Any] = {
-        "log_level": "warning",
-        "access_log": False,
-        "http": BoundedProtocol,
-        "lifespan": "on",
-        "timeout_keep_alive": 5,
-        "timeout_graceful_shutdown": 5,
-        "server_header": False,
-    }
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    if options.workers == 1:
-        app = build_app(options, signals=True)
-        _announce(host, port, options)
-        uvicorn.Server(uvicorn.Config(app, **common)).run(sockets=[sock])
-        return 0
-    from uvicorn.supervisors import Multiprocess
-
-    _check_loads(options)  # fail here, once, on a store or policy that will not load
-    os.environ[OPTIONS_ENV] = json.dumps(asdict(options))
-    config = uvicorn.Config("privilog.serve.server:worker_app", factory=True, workers=options.workers, **common)
     _announce(host, port, options)
-    Multiprocess(config, sockets=[sock]).run()
-    return 0
 
 
 def _announce(host: str, port: int, options: ServeOptions) -> None:

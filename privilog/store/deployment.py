@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -97,6 +98,7 @@ class Deployment:
         self.track_grants = track_grants
         self.lock = threading.RLock()  # held while the authorizer changes; take it to read across threads
         self.granted: dict[tuple[str, str, str], int] = {}
+        self.load_seconds: dict[str, float] = {}  # the last whole read's phases: the store read, the engine built
         self.policy = policy
         self.policy_version = policy_version(policy)
         self.authorizer, self.seq = self._load(policy, at)
@@ -108,9 +110,23 @@ class Deployment:
         self._stop_following = threading.Event()
 
     def _load(self, policy: Policy, seq: int | None = None) -> tuple[Authorizer, int]:
+        started = time.perf_counter()
         history = self.store.history(seq, granted=self.track_grants)
         self.granted = history.granted
-        return Authorizer(policy, FollowingWorld.of(history.world, self.store.url), self.backend), history.seq
+        read = time.perf_counter()
+        authorizer = Authorizer(policy, FollowingWorld.of(history.world, self.store.url), self.backend)
+        self.load_seconds = {"store_read": read - started, "authorizer_build": time.perf_counter() - read}
+        return authorizer, history.seq
+
+    def reopen(self, store: Store) -> None:
+        """Take ``store`` (the same store, opened anew) in place of the one this deployment was made with: in
+        a process forked after the load (``privilog serve --workers N``), whose connections, follower thread
+        and locks must be its own. Call it before anything else in that process, then :meth:`catch_up`
+        (the log may have moved on since the load)."""
+        self.store = store
+        self.lock = threading.RLock()
+        self._follower = None
+        self._stop_following = threading.Event()
 
     def _recorded_seq(self) -> int:
         """The entry that recorded this deployment's policy as in force, if the last one recorded is it."""

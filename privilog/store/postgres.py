@@ -78,6 +78,13 @@ class _Watchdog:
         with self._due:
             self._deadlines.pop(key, None)
 
+    def forget(self) -> None:
+        """In a process just forked: its parent's thread is not here (and its condition may have been held
+        there), so start again empty; the next :meth:`arm` starts this process's own thread."""
+        self._due = threading.Condition()
+        self._deadlines = {}
+        self._thread = None
+
     def _run(self) -> None:
         with self._due:
             while True:
@@ -89,6 +96,7 @@ class _Watchdog:
 
 
 _WATCHDOG = _Watchdog()
+os.register_at_fork(after_in_child=_WATCHDOG.forget)  # privilog serve --workers N forks after loading
 
 
 def redact(url: str) -> str:

@@ -146,11 +146,24 @@ def generic_programs(draw: st.DrawFn) -> Program:
         "policy generated",
         *(f"relation {r.name}({', '.join(f'c{i}' for i in range(r.arity))})" for r in (*world, *given)),
     ]
+    closures = []
+    if draw(st.integers(0, 2)) == 0:  # exactly a transitive closure: walked, not materialized, by compiled
+        closure = Relation("reach", 2, 0)
+        edge = draw(st.sampled_from(["member_of", "child_of"]))
+        turned = draw(st.booleans())  # the closure of the edges turned around (as `descendant` is)
+
+        def e(a: str, b: str) -> str:
+            return f"{edge}({b}, {a})" if turned else f"{edge}({a}, {b})"
+
+        lines.append(f"reach(X, Y) :- {e('X', 'Y')}.")
+        step = ["reach(X, M)", e("M", "Y")] if draw(st.booleans()) else [e("X", "M"), "reach(M, Y)"]
+        lines.append(f"reach(X, Y) :- {', '.join(step if draw(st.booleans()) else step[::-1])}.")
+        closures.append(closure)
     for relation in relations:
         for _ in range(draw(st.integers(0, 3))):  # facts written in the policy
             lines.append(f"{relation.name}({', '.join(constant(draw) for _ in range(relation.arity))}).")
         for _ in range(draw(st.integers(0 if lines[-1].endswith(").") else 1, 3))):
-            lines.append(_rule(draw, relation, relations, [*world, *given]))
+            lines.append(_rule(draw, relation, [*relations, *closures], [*world, *given]))
     _defined(lines, relations)
     facts = {r.name: {_row(draw, r.arity) for _ in range(draw(st.integers(0, 5)))} for r in (*world, *given)}
     changes = []
@@ -161,7 +174,7 @@ def generic_programs(draw: st.DrawFn) -> Program:
             changes.append(("remove", relation.name, draw(st.sampled_from(present))))
         else:
             changes.append(("add", relation.name, _row(draw, relation.arity)))
-    arities = {r.name: r.arity for r in (*world, *given, *relations)}
+    arities = {r.name: r.arity for r in (*world, *given, *relations, *closures)}
     return Program("\n".join(lines), arities, facts, changes)
 
 
