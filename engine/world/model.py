@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import weakref
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,6 +28,8 @@ from privilog.engine.world.log import Change, WorldFile
 
 ALL = "ALL"
 
+
+_NOTHING: AbstractContextManager[None] = nullcontext()  # World._changing for a world in memory
 
 class WorldError(OneLineError):
     """A world file (or world value) that cannot be used, with where it is wrong."""
@@ -438,14 +440,17 @@ class World:
 
     # ---- changes made here, kept by what keeps the world's file (engine.world.following) ----------
 
-    @contextmanager
-    def _changing(self) -> Iterator[None]:
+    def _changing(self) -> AbstractContextManager[None]:
         """Around one change. For a world bound to a file, what keeps it holds the file's lock for
         the change, takes in what others wrote first, and compacts the log when it has grown
-        (:func:`engine.world.following.changing_bound`)."""
+        (:func:`engine.world.following.changing_bound`); for one in memory, nothing (one shared
+        context: measured, a generator's context was a tenth of an in-memory grant)."""
         if self.path is None:
-            yield
-            return
+            return _NOTHING
+        return self._changing_bound()
+
+    @contextmanager
+    def _changing_bound(self) -> Iterator[None]:
         assert _bound is not None, "importing privilog.engine.world says how a bound file is kept"
         with _bound(self):
             yield
