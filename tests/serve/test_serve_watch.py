@@ -194,6 +194,7 @@ def test_a_new_policy_ends_a_pending_poll_with_a_reset(setup: Any, tmp_path: Pat
     assert root.post("/v1/admin/reload").status_code == 200
     poll.join(POLL + 30)
     assert not poll.is_alive()
+    assert polled[0].status_code == 200, polled[0].text  # an error's body says which, if it ever is one
     answer = polled[0].json()
     assert answer["reset"] is True and answer["changes"] == []
     assert parse_revision(answer["revision"]).policy_version != parse_revision(since).policy_version
