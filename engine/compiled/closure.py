@@ -108,7 +108,7 @@ def _is_step(rule: Rule, name: str, edge: str, reversed_: bool) -> bool:
 class Closure:
     """The transitive closure of ``edges`` (reversed: of its rows turned around), walked when asked."""
 
-    __slots__ = ("arity", "edges", "indexes", "name", "reversed")
+    __slots__ = ("_way", "arity", "edges", "indexes", "name", "reversed")
 
     def __init__(self, name: str, edges: Relation, reversed_: bool):
         self.name = name
@@ -116,6 +116,7 @@ class Closure:
         self.edges = edges
         self.reversed = reversed_
         self.indexes: dict[tuple[int, ...], Any] = {}  # none materialized: lookups walk (estimates read this)
+        self._way: tuple[int, bool, Index, int] = (-1, True, {}, 0)  # holds' walk: (edges' generation, ...)
 
     def __repr__(self) -> str:
         return f"Closure({self.name}: {'reversed ' if self.reversed else ''}{self.edges.name})"
@@ -126,6 +127,11 @@ class Closure:
     @property
     def rows(self) -> _Rows:
         return _Rows(self)
+
+    def estimate(self, columns: tuple[int, ...]) -> float:
+        """Rows expected for one lookup by one end: the rows (an estimate) over the nodes with an
+        edge on that side, as a materialized index would have its keys. Never a walk of its rows."""
+        return len(self.rows) / max(len(self.index(columns)), 1)
 
     def index(self, columns: tuple[int, ...]) -> _Index:
         if columns not in ((0,), (1,)):
@@ -193,10 +199,30 @@ class Closure:
         return seen
 
     def holds(self, a: str, b: str) -> bool:
-        """Whether (a, b) is a row: b reachable from a. Walks from the end with fewer edges a node."""
-        if self._fanout(True) <= self._fanout(False):
-            return b in self.reach(a, True)
-        return a in self.reach(b, False)
+        """Whether (a, b) is a row: b reachable from a. Walks from the end with fewer edges a node
+        (up an entity's chain, not down a namespace), and stops where it finds the other."""
+        generation = self.edges.generation
+        if self._way[0] != generation:  # which end to walk from, chosen again when the edges change
+            forward = self._fanout(True) <= self._fanout(False)
+            self._way = (generation, forward, self._step(forward), 1 if forward != self.reversed else 0)
+        _, forward, step, far = self._way
+        start, goal = (a, b) if forward else (b, a)
+        if step.get(start) is None:
+            return False
+        seen: set[str] = set()
+        frontier = [start]
+        while frontier:
+            nxt = []
+            for node in frontier:
+                for row in step.get(node, ()):
+                    other = row[far]
+                    if other == goal:
+                        return True
+                    if other not in seen:
+                        seen.add(other)
+                        nxt.append(other)
+            frontier = nxt
+        return False
 
     def _fanout(self, forward: bool) -> float:
         step = self._step(forward)
@@ -295,12 +321,44 @@ class _Index:
         self.column = column
 
     def get(self, node: str, default: Any = None) -> Any:
-        if self.column == 0:
-            found = self.closure.reach(node, True)
-            return [(node, other) for other in found] if found else default
-        found = self.closure.reach(node, False)
-        return [(other, node) for other in found] if found else default
+        forward = self.column == 0
+        if not self.closure._step(forward).get(node):  # no edge from it: no row (a walk would find none)
+            return default
+        return _Walk(self.closure, node, forward)
 
     def __len__(self) -> int:
         # the nodes with an edge on this side: the keys a materialized index would have
         return len(self.closure._step(self.column == 0))
+
+
+class _Walk:
+    """A node's rows in a closure, walked as they are read: a plan that stops at its first row
+    (a denial of "every descendant" at the first one lacking) walks no further. Made only for a
+    node with an edge, so it is never empty."""
+
+    __slots__ = ("closure", "forward", "node")
+
+    def __init__(self, closure: Closure, node: str, forward: bool):
+        self.closure = closure
+        self.node = node
+        self.forward = forward
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __iter__(self) -> Iterator[Row]:
+        closure, node, forward = self.closure, self.node, self.forward
+        step = closure._step(forward)
+        far = 1 if forward != closure.reversed else 0
+        seen: set[str] = set()
+        frontier = [node]
+        while frontier:
+            nxt = []
+            for here in frontier:
+                for row in step.get(here, ()):
+                    other = row[far]
+                    if other not in seen:
+                        seen.add(other)
+                        nxt.append(other)
+                        yield (node, other) if forward else (other, node)
+            frontier = nxt

@@ -102,10 +102,6 @@ class RulePlans:
                 relation = sources[i] if i < len(sources) else None
                 if relation is None:
                     return 0.0
-                if isinstance(relation, Closure):  # its lookups walk: no index to build
-                    if not relation.rows or not columns:
-                        return float(len(relation.rows))
-                    return len(relation.rows) / max(len(relation.index(columns)), 1)
                 return lookup_rows(relation, columns)
 
             guess = estimate if sources else None

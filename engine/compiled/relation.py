@@ -126,6 +126,8 @@ def lookup_rows(relation: Relation, columns: tuple[int, ...]) -> float:
         return float(rows)
     if len(columns) == relation.arity:
         return 0.0
+    if not isinstance(relation, Relation):  # a closure walked when asked: its own estimate, from its edges
+        return float(relation.estimate(columns))
     found = relation.indexes.get(columns)
     if found is not None:
         return rows / max(len(found[1]), 1)

@@ -74,6 +74,8 @@ def check(closure: Closure, edges: set[tuple[str, str]]) -> None:
     for a in NODES:
         assert set(closure.index((0,)).get(a, ())) == {r for r in want if r[0] == a}
         assert set(closure.index((1,)).get(a, ())) == {r for r in want if r[1] == a}
+        assert bool(closure.index((0,)).get(a)) is any(r[0] == a for r in want)  # as plans test it: `if not x.get(k)`
+        assert bool(closure.index((1,)).get(a)) is any(r[1] == a for r in want)
         for b in NODES:
             assert ((a, b) in closure.rows) is ((a, b) in want)
 
