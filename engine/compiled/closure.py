@@ -23,7 +23,7 @@ join ordering; truth is exact.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from typing import Any
 
@@ -105,6 +105,22 @@ def _is_step(rule: Rule, name: str, edge: str, reversed_: bool) -> bool:
     return False
 
 
+def _walk(start: str, following: Callable[[str], Iterable[str]]) -> Iterator[str]:
+    """Every node reachable from ``start`` by one or more steps, breadth first, each once:
+    ``following(node)`` gives the nodes one step from it."""
+    seen: set[str] = set()
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for node in frontier:
+            for other in following(node):
+                if other not in seen:
+                    seen.add(other)
+                    nxt.append(other)
+                    yield other
+        frontier = nxt
+
+
 class Closure:
     """The transitive closure of ``edges`` (reversed: of its rows turned around), walked when asked."""
 
@@ -183,20 +199,17 @@ class Closure:
 
     def reach(self, start: str, forward: bool) -> set[str]:
         """Every node reachable from ``start`` by one or more edges (forward), or reaching it (back)."""
+        return set(_walk(start, self._following(forward)))
+
+    def _following(self, forward: bool) -> Callable[[str], Iterator[str]]:
+        """The nodes one edge from a node: forward (where its edges lead) or back (where they come from)."""
         step = self._step(forward)
         far = 1 if forward != self.reversed else 0  # the column of an edge row holding the next node
-        seen: set[str] = set()
-        frontier = [start]
-        while frontier:
-            nxt = []
-            for node in frontier:
-                for row in step.get(node, ()):
-                    other = row[far]
-                    if other not in seen:
-                        seen.add(other)
-                        nxt.append(other)
-            frontier = nxt
-        return seen
+
+        def following(node: str) -> Iterator[str]:
+            return (row[far] for row in step.get(node, ()))
+
+        return following
 
     def holds(self, a: str, b: str) -> bool:
         """Whether (a, b) is a row: b reachable from a. Walks from the end with fewer edges a node
@@ -209,20 +222,7 @@ class Closure:
         start, goal = (a, b) if forward else (b, a)
         if step.get(start) is None:
             return False
-        seen: set[str] = set()
-        frontier = [start]
-        while frontier:
-            nxt = []
-            for node in frontier:
-                for row in step.get(node, ()):
-                    other = row[far]
-                    if other == goal:
-                        return True
-                    if other not in seen:
-                        seen.add(other)
-                        nxt.append(other)
-            frontier = nxt
-        return False
+        return any(node == goal for node in _walk(start, lambda node: (row[far] for row in step.get(node, ()))))
 
     def _fanout(self, forward: bool) -> float:
         step = self._step(forward)
@@ -254,17 +254,7 @@ class _Overlay:
         yield from (self.forward if forward else self.back).get(node, ())
 
     def reach(self, start: str, forward: bool) -> set[str]:
-        seen: set[str] = set()
-        frontier = [start]
-        while frontier:
-            nxt = []
-            for node in frontier:
-                for other in self._next(node, forward):
-                    if other not in seen:
-                        seen.add(other)
-                        nxt.append(other)
-            frontier = nxt
-        return seen
+        return set(_walk(start, lambda node: self._next(node, forward)))
 
     def holds(self, a: str, b: str) -> bool:
         if self.closure._fanout(True) <= self.closure._fanout(False):
@@ -347,18 +337,6 @@ class _Walk:
         return True
 
     def __iter__(self) -> Iterator[Row]:
-        closure, node, forward = self.closure, self.node, self.forward
-        step = closure._step(forward)
-        far = 1 if forward != closure.reversed else 0
-        seen: set[str] = set()
-        frontier = [node]
-        while frontier:
-            nxt = []
-            for here in frontier:
-                for row in step.get(here, ()):
-                    other = row[far]
-                    if other not in seen:
-                        seen.add(other)
-                        nxt.append(other)
-                        yield (node, other) if forward else (other, node)
-            frontier = nxt
+        node, forward = self.node, self.forward
+        for other in _walk(node, self.closure._following(forward)):
+            yield (node, other) if forward else (other, node)
