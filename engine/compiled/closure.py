@@ -222,7 +222,21 @@ class Closure:
         start, goal = (a, b) if forward else (b, a)
         if step.get(start) is None:
             return False
-        return any(node == goal for node in _walk(start, lambda node: (row[far] for row in step.get(node, ()))))
+        # written out, not through _walk: a decision's hot path (measured: twice the time of namespace.delete)
+        seen: set[str] = set()
+        frontier = [start]
+        while frontier:
+            nxt = []
+            for node in frontier:
+                for row in step.get(node, ()):
+                    other = row[far]
+                    if other == goal:
+                        return True
+                    if other not in seen:
+                        seen.add(other)
+                        nxt.append(other)
+            frontier = nxt
+        return False
 
     def _fanout(self, forward: bool) -> float:
         step = self._step(forward)
