@@ -1,29 +1,39 @@
-"""The examples in docs/ are true: each page's files written, its commands run, their output compared.
+"""The examples in the README and docs/ are true: each page's files written, its commands run, their output compared.
 
-A page is run top to bottom in a fresh folder of its own:
+A page (README.md, and every ``docs/**/*.md``) is run top to bottom in a fresh folder of its own,
+which holds a copy of the bundled sample deployment as ``privilog/samples/`` and of the scenario
+files as ``tests/scenarios/``, where the README's commands (run from a checkout) find them:
 
 * a fenced block with a title (```` ```yaml title="world.yaml" ````, as MkDocs shows a
   file's name) is written to that path;
 * a ```` ```console ```` block's ``$ COMMAND`` lines are run by bash in that folder, with
   the ``privilog`` of this environment first on the PATH; each must print (standard
   output and standard error, as a terminal shows them) exactly the lines under it, up
-  to the next ``$``.
+  to the next ``$``. A ``...`` in the shown output stands for any text (a timestamp, a
+  revision token, lines left out), as in doctest's ``ELLIPSIS``.
 
-A block without a title or a ``$`` is prose, and not run.
+A command may start a process in the background (``privilog serve ... &``): each command runs in
+a session of its own, and what is left of each is stopped (SIGTERM, then SIGKILL) when the page
+is done. A block without a title or a ``$`` is prose, and not run. Every page shows at least one
+example, but a page that says why not in a comment ``<!-- no examples: WHY -->``.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = sorted((ROOT / "docs").glob("*.md"))
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+NO_EXAMPLES = re.compile(r"<!-- no examples: [^>]+-->")
 FENCE = re.compile(r"^```(\w*)([^\n]*)\n(.*?)^```[ \t]*$", re.S | re.M)
 TITLE = re.compile(r'title="([^"]+)"')
 
@@ -52,9 +62,46 @@ def steps(text: str) -> list[tuple[str, str, str]]:
 
 
 def test_every_page_has_examples() -> None:
-    assert PAGES, "no pages in docs/"
+    assert len(PAGES) > 1, "no pages in docs/"
     for page in PAGES:
-        assert any(kind == "run" for kind, _, _ in steps(page.read_text(encoding="utf-8"))), page.name
+        text = page.read_text(encoding="utf-8")
+        assert NO_EXAMPLES.search(text) or any(kind == "run" for kind, _, _ in steps(text)), page.name
+
+
+def matches(shown: str, printed: str) -> bool:
+    """Whether ``printed`` is what a page shows: the same text, each ``...`` standing for any text."""
+    shown = shown.rstrip("\n")
+    if "..." not in shown:
+        return printed == shown
+    pattern = ".*?".join(re.escape(part) for part in shown.split("..."))
+    return re.fullmatch(pattern, printed, re.S) is not None
+
+
+def _stop(sessions: list[int]) -> None:
+    """Each command's session stopped: what a page left running in the background."""
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        alive = []
+        for pgid in sessions:
+            try:
+                os.killpg(pgid, signum)
+                alive.append(pgid)
+            except ProcessLookupError:
+                pass
+        if not alive:
+            return
+        deadline = time.monotonic() + 5
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.05)
+            alive = [pgid for pgid in alive if _running(pgid)]
+        sessions = alive
+
+
+def _running(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _environment() -> dict[str, str]:
@@ -69,26 +116,39 @@ def _environment() -> dict[str, str]:
     return env
 
 
+def _bundled(folder: Path) -> None:
+    """The sample deployment and the scenario files, copied where the README's commands find them."""
+    shutil.copytree(ROOT / "privilog" / "samples", folder / "privilog" / "samples")
+    shutil.copytree(ROOT / "tests" / "scenarios", folder / "tests" / "scenarios")
+
+
 def run_page(text: str, folder: Path) -> list[tuple[str, str, str]]:
     """Each command of a page run in ``folder``, in order: (command, what the page shows, what it printed)."""
     env = _environment()
+    _bundled(folder)
     ran = []
-    for kind, what, shown in steps(text):
-        if kind == "file":
-            path = folder / what
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(shown, encoding="utf-8")
-            continue
-        done = subprocess.run(
-            ["bash", "-c", what],
-            cwd=folder,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=120,
-        )
-        ran.append((what, shown, done.stdout.rstrip("\n")))
+    sessions: list[int] = []
+    try:
+        for kind, what, shown in steps(text):
+            if kind == "file":
+                path = folder / what
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(shown, encoding="utf-8")
+                continue
+            with subprocess.Popen(
+                ["bash", "-c", what],
+                cwd=folder,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            ) as process:
+                sessions.append(process.pid)
+                printed, _ = process.communicate(timeout=120)
+            ran.append((what, shown, printed.rstrip("\n")))
+    finally:
+        _stop(sessions)
     return ran
 
 
@@ -103,15 +163,16 @@ def _rewritten(text: str, ran: list[tuple[str, str, str]]) -> str:
         lines = []
         for line in body.splitlines():
             if line.startswith("$ "):
-                command, _, output = next(printed)
+                command, shown, output = next(printed)
                 assert command == line[2:]
-                lines += [line, *([output] if output else [])]
+                kept = shown.rstrip("\n") if matches(shown, output) else output  # a matching `...` stays
+                lines += [line, *([kept] if kept else [])]
         return f"```{language}{info}\n" + "\n".join(lines) + "\n```"
 
     return FENCE.sub(block, text)
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_the_page_examples_print_what_they_show(page: Path, tmp_path: Path) -> None:
     """With PRIVILOG_REGEN_DOCS=1 the page's outputs are rewritten from the run instead (review the diff)."""
     text = page.read_text(encoding="utf-8")
@@ -120,4 +181,4 @@ def test_the_page_examples_print_what_they_show(page: Path, tmp_path: Path) -> N
         page.write_text(_rewritten(text, ran), encoding="utf-8")
         return
     for command, shown, printed in ran:
-        assert printed == shown.rstrip("\n"), f"{page.name}: $ {command}"
+        assert matches(shown, printed), f"{page.relative_to(ROOT)}: $ {command}\nshown:\n{shown}\nprinted:\n{printed}"
