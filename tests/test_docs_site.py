@@ -81,3 +81,24 @@ def test_the_readme_links_resolve() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for target in re.findall(r"\]\(((?:docs|benchmarks|tests)/[^)#]+)", readme):
         assert (ROOT / target).exists(), target
+
+
+def _labels(svg: str) -> list[str]:
+    return re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+
+
+def test_the_readme_picture_is_what_why_draws_today(tmp_path: Path) -> None:
+    """docs/images/why-dave.svg, shown at the README's top, has the labels `privilog why` draws now."""
+    out = tmp_path / "why.svg"
+    done = subprocess.run(
+        [sys.executable, "-m", "privilog", "why", "user:dave", "namespace.get", "namespace:marketing",
+         "--world", str(ROOT / "privilog" / "samples" / "world.yaml"), "--format", "svg", "--out", str(out)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    committed = (ROOT / "docs" / "images" / "why-dave.svg").read_text(encoding="utf-8")
+    assert _labels(out.read_text(encoding="utf-8")) == _labels(committed), (
+        "regenerate it: privilog why user:dave namespace.get namespace:marketing --world privilog/samples/world.yaml "
+        "--format svg --out docs/images/why-dave.svg"
+    )
+    assert "user:dave" in _labels(committed) and "namespace:marketing" in _labels(committed)
