@@ -1,7 +1,7 @@
 """Worlds: the entities, grants, memberships and admins a policy is evaluated against (and the
 rows of relations the policy leaves to the world, its ``facts:``).
 
-A world is written in YAML or JSON (README, "Quick start"), or as a folder of
+A world is written in YAML or JSON (docs/worlds.md), or as a folder of
 tables (CSV, JSON lines, Parquet). Every value is validated where it is read, and an error
 names the file, line and column of the offending value. Grants change only through an
 authorization admin. The package, in the order a world is read:

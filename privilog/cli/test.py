@@ -17,7 +17,7 @@ from typing import Any
 from privilog.usage import EXIT_BAD_INPUT, EXIT_DENY, EXIT_OK, UsageError
 
 DESCRIPTION = (
-    'Run scenario files (README, "Scenario files"): print each failing case as FILE:LINE:COL: FAIL NAME: WHY, '
+    "Run scenario files (docs/scenarios.md): print each failing case as FILE:LINE:COL: FAIL NAME: WHY, "
     "then `N passed, M failed` (and `K errors`: cases that could not be run, such as a malformed id, each "
     "reported as FILE:LINE:COL: ERROR NAME: WHY while the other cases still run). With --report, check "
     "every policy in rules/ against its conformance table and print covered and passing rows. "

@@ -484,23 +484,13 @@ def test_a_visible_case_covers_the_listing(capsys: pytest.CaptureFixture[str]) -
     assert [o["operation"] for o in coverage["operations"] if o["covered"]] == ["namespace.list"]
 
 
-def test_the_readme_scenario_runs_and_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("### Scenario files\n", 1)[1]
-    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
-    (tmp_path / "world.yaml").write_text(
-        "entities: [namespace:ns1, dataset:ns1.ds, artifact:ns1.art]\n"
-        "grants:\n"
-        "  - [user:alice, ADMIN, namespace:ns1]\n"
-        "  - [user:alice, ADMIN, dataset:ns1.ds]\n"
-        "  - [user:alice, ADMIN, artifact:ns1.art]\n"
-        "  - [user:bob, READ, dataset:ns1.ds]\n"
-        "  - [group:eng, WRITE, dataset:ns1.ds]\n"
-        "members: [[user:dave, group:eng]]\n"
-    )
-    path = tmp_path / "example.yaml"
-    path.write_text(example)
-    code, out, _ = run(capsys, "test", "-v", str(path))
+def test_the_docs_scenario_runs_and_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The scenario file of docs/scenarios.md, with its world, run in process (the page's test runs it too)."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "scenarios.md").read_text()
+    for name in ("world.yaml", "ns1.yaml"):
+        block = page.split(f'```yaml title="{name}"\n', 1)[1].split("```", 1)[0]
+        (tmp_path / name).write_text(block)
+    code, out, _ = run(capsys, "test", "-v", str(tmp_path / "ns1.yaml"))
     assert out.splitlines()[-1] == "5 passed, 0 failed", out
     assert code == 0
 

@@ -211,7 +211,7 @@ def test_policies_over_the_prelude_agree(policy_text: tuple[str, list[str]], wor
             "q",
             {("1",)},
         ),
-        (  # the README's: a relation of no columns, a body of a negation alone
+        (  # docs/language.md's: a relation of no columns, a body of a negation alone
             "maintenance().\nopen() :- not maintenance().\nclosed() :- maintenance().",
             "closed",
             {()},
