@@ -214,6 +214,14 @@ def render_fixes(decision: Decision) -> list[str]:
             return _policy_changes(decision, found=False)
         if any(o.missing_arguments for o in decision.unmet):
             return ["No change of grants allows it: the request is missing an argument it needs."]
+        rules = [
+            f"`{option[3:]}`" for o in decision.unmet for option in o.text.split(" or ") if option.startswith("by ")
+        ]
+        if rules:  # a rule of the policy's own may hold after a change the search does not try
+            return [
+                "No change of grants or memberships found allows it: the search does not try what would make "
+                f"the policy's {'rule' if len(rules) == 1 else 'rules'} {_join(list(dict.fromkeys(rules)))} hold."
+            ]
         return ["No change of grants or memberships allows it."]
     if len(decision.fixes) == 1:
         head = "Would allow it:"

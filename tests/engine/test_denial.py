@@ -302,3 +302,24 @@ def test_why_draws_the_proof_under_the_requirements() -> None:
         "Taking a premise away needs a change of the policy: retract its fact blocked(user:mallory) (deny.policy:3)."
     )
     assert "No change of grants or memberships allows it" not in mallory
+
+
+def test_an_unmet_rule_of_the_policy_is_not_said_to_be_beyond_every_change() -> None:
+    """A requirement met `by` a rule of the policy's: the fix search tries grants of the actions a
+    requirement names, not what would make the rule hold, so finding none it says so, and does not
+    say that no change allows it (here a grant of bob's own on the dataset would)."""
+    text = (
+        'policy sees "a rule of its own"\nactions READ, ADMIN\nentity instance\nentity namespace in instance\n'
+        "entity dataset in namespace\ndataset:\n  read requires by sees_own\n"
+        "sees_own(R) :- request(R, P, _, E), grant(P, _, E).\n"
+    )
+    world = {"entities": ["namespace:ns1", DATASET], "members": [["user:bob", "group:readers"]],
+             "grants": [["group:readers", "READ", DATASET]], "admins": ["user:root"]}  # fmt: skip
+    authz = load(text, "compiled", world)
+    decision = decide(authz, "user:bob")
+    assert not decision.allowed and not decision.fixes
+    rendered = render_decision(decision)
+    assert "No change of grants or memberships allows it." not in rendered
+    assert "the search does not try what would make the policy's rule `sees_own` hold" in rendered
+    authz.grant("user:root", [Grant("user:bob", "READ", EntityId.parse(DATASET))])
+    assert decide(authz, "user:bob").allowed
