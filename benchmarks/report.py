@@ -1,6 +1,7 @@
 """Every benchmark's recorded figures as one Markdown page: ``python -m benchmarks.report``.
 
-The figures live in the results files the benchmarks write (``benchmarks/**/results*.json``), and
+The figures live in the results files the benchmarks write (``benchmarks/**/results*.json``, and the
+few JSON files of other names some write: ``programs.json``, ``serve/logcost.json``, ...), and
 nowhere else: the documentation's benchmarks page (``docs/benchmarks.md``) holds the marker
 ``<!-- generated: benchmarks -->``, which ``docs/hooks.py`` replaces with :func:`markdown`.
 
@@ -103,8 +104,10 @@ def _docstring(path: Path) -> str:
 
 
 def _writer(root: Path, results: Path) -> Path | None:
-    """The module that writes ``results``: the one whose docstring names the file, else one in
-    the same folder naming the folder's ``results.json``, else the folder's ``__main__.py``."""
+    """The module that writes ``results``: the one whose docstring names the file after ``--out``,
+    else one in the same folder naming it, else one named as the file begins (``logcost.py`` for
+    ``logcost_forget.json``), else one naming the folder's ``results.json``, else the folder's
+    ``__main__.py``."""
     benchmarks = root / "benchmarks"
     rel = results.relative_to(root).as_posix()
     folder_default = (results.parent / "results.json").relative_to(root).as_posix()
@@ -115,6 +118,12 @@ def _writer(root: Path, results: Path) -> Path | None:
     docs = {module: _docstring(module) for module in modules}
     for module, doc in docs.items():
         if f"--out {rel}" in doc:
+            return module
+    for module, doc in docs.items():
+        if module.parent == results.parent and results.name in doc:
+            return module
+    for module in docs:
+        if module.parent == results.parent and module.stem != "__main__" and results.stem.startswith(module.stem):
             return module
     for module, doc in docs.items():
         if module.parent == results.parent and f"--out {folder_default}" in doc:
@@ -721,6 +730,38 @@ def generic(data: Any) -> Lines:
     return lines
 
 
+RECORDS = ("summary", "engines")
+
+
+def _flat(record: Any) -> bool:
+    return isinstance(record, dict) and bool(record) and all(not isinstance(v, (dict, list)) for v in record.values())
+
+
+def _is_records(data: Any) -> bool:
+    return isinstance(data, dict) and any(
+        isinstance(data.get(key), dict) and data[key] and all(_flat(r) for r in data[key].values()) for key in RECORDS
+    )
+
+
+def _records(data: dict[str, Any]) -> Lines:
+    """A mapping of flat records (``summary``, ``engines``) as a table, then the file's other single figures."""
+    lines: Lines = []
+    for key in RECORDS:
+        block = data.get(key)
+        if isinstance(block, dict) and block and all(_flat(r) for r in block.values()):
+            columns = list(dict.fromkeys(column for record in block.values() for column in record))
+            lines += _table(
+                [key, *[c.replace("_", " ") for c in columns]],
+                [[f"`{name}`", *[record.get(c) for c in columns]] for name, record in block.items()],
+            )
+    singles = [
+        (k, v) for k, v in data.items() if k not in (*RECORDS, "machine", "date") and not isinstance(v, (dict, list))
+    ]
+    if singles:
+        lines += [", ".join(f"{k.replace('_', ' ')}: {_cell(v)}" for k, v in singles) + ".", ""]
+    return lines
+
+
 SHAPES: list[tuple[Callable[[Any], bool], Callable[[Any], Lines]]] = [
     (_is_engines, _engines),
     (_is_reference, _reference),
@@ -731,6 +772,7 @@ SHAPES: list[tuple[Callable[[Any], bool], Callable[[Any], Lines]]] = [
     (_is_decide, _decide),
     (_is_attack, _attack),
     (_is_pipeline, _pipeline),
+    (_is_records, _records),
 ]
 
 
@@ -750,8 +792,9 @@ def figures(data: Any) -> Lines:
 
 
 def results_files(root: Path) -> list[Path]:
-    """Every ``benchmarks/**/results*.json`` under ``root``, by folder, newest recorded first."""
-    found = sorted((root / "benchmarks").rglob("results*.json"))
+    """Every results file under ``root``: ``benchmarks/**/results*.json``, and the other JSON files the
+    benchmarks write (``programs.json``, ``serve/logcost.json``, ...); by folder, newest recorded first."""
+    found = sorted((root / "benchmarks").rglob("*.json"))
 
     def key(path: Path) -> tuple[str, str, str]:
         try:
