@@ -791,19 +791,34 @@ def figures(data: Any) -> Lines:
 # ---------------------------------------------------------------- the page
 
 
+# The headline benchmarks first; a folder not named here comes after these, by name.
+FOLDERS = [
+    "benchmarks/engines",
+    "benchmarks/serve",
+    "benchmarks/attack",
+    "benchmarks/store",
+    "benchmarks/consistency",
+    "benchmarks/decide",
+    "benchmarks/pipeline",
+    "benchmarks",
+]
+
+
 def results_files(root: Path) -> list[Path]:
     """Every results file under ``root``: ``benchmarks/**/results*.json``, and the other JSON files the
     benchmarks write (``programs.json``, ``serve/logcost.json``, ...); by folder, newest recorded first."""
     found = sorted((root / "benchmarks").rglob("*.json"))
 
-    def key(path: Path) -> tuple[str, str, str]:
+    def key(path: Path) -> tuple[int, str, str, str]:
         try:
             dates = [row["date"] for row in provenance(json.loads(path.read_text(encoding="utf-8"))) if row["date"]]
         except (OSError, ValueError):
             dates = []
         newest = max(dates, default="")
         # newest first: invert the date's characters' order for an ascending sort
-        return (path.parent.relative_to(root).as_posix(), "".join(chr(0x10FFFF - ord(c)) for c in newest), path.name)
+        folder = path.parent.relative_to(root).as_posix()
+        rank = FOLDERS.index(folder) if folder in FOLDERS else len(FOLDERS)
+        return (rank, folder, "".join(chr(0x10FFFF - ord(c)) for c in newest), path.name)
 
     return sorted(found, key=key)
 
