@@ -324,7 +324,7 @@ def _engines(data: dict[str, Any]) -> Lines:
             lines += [f"{engine} not run: {_cell(why)}", ""]
     targets = [t for t in data.get("targets", []) if isinstance(t, dict)]
     if targets:
-        lines += ["Issue 38's targets beside what was measured:", ""]
+        lines += ["The targets this run was held to (issue 11's or issue 38's), beside what it measured:", ""]
         lines += _table(
             ["grants", "engine", "figure", "target", "measured", "met"],
             [
