@@ -15,6 +15,7 @@ know is shown generically (every figure in it, by its path), never left out.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -96,6 +97,7 @@ def _date(text: Any) -> str:
 # ---------------------------------------------------------------- where a file comes from
 
 
+@functools.cache
 def _docstring(path: Path) -> str:
     try:
         return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")), clean=False) or ""
