@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import time
@@ -28,6 +27,7 @@ from privilog.dsl.ir import Policy
 from privilog.engine.backends import make_backend
 from privilog.engine.program import compile_policy
 
+from benchmarks.engines.common import machine_info
 from privilog import dsl
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,11 +151,7 @@ def main() -> None:
     print(f"drawing {args.programs} programs", file=sys.stderr)
     programs = drawn_programs(args.programs)
     result = measure(programs, args.scale, args.deadline)
-    result.update(
-        scale=args.scale,
-        date=time.strftime("%Y-%m-%d"),
-        machine={"processor": platform.processor() or platform.machine(), "python": platform.python_version()},
-    )
+    result.update(scale=args.scale, date=time.strftime("%Y-%m-%d"), machine=machine_info())
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(render(result))
 

@@ -6,8 +6,9 @@ A page holds a marker comment where generated text goes, and the hook replaces i
   (:func:`privilog.cli.commands.build_parser`), so the reference cannot drift from ``--help``;
 * ``<!-- generated: http -->``: every route of ``privilog serve``, from its OpenAPI document
   (:func:`privilog.serve.openapi.document`, what ``GET /openapi.json`` serves);
-* ``<!-- generated: benchmarks -->``: every ``benchmarks/**/results*.json``, with its commit,
-  machine and date (:mod:`benchmarks.report`).
+* ``<!-- generated: benchmarks -->``: every results file the benchmarks write
+  (``benchmarks/**/results*.json``, ``programs.json``, ...), with its commit, machine and date
+  (:mod:`benchmarks.report`).
 
 This file is not a page: ``mkdocs.yml``'s ``exclude_docs`` leaves it out of the site. The same
 functions make the pages' text for ``tests/test_docs_site.py``.

@@ -2,8 +2,8 @@
 
     python -m benchmarks.engines [--sizes 100k,1M,10M] [--engines ...] [--out benchmarks/engines/results.json]
 
-See ``__main__.py`` for the options and benchmarks/README.md for what is
-measured and the recorded results.
+See ``__main__.py`` for the options, benchmarks/README.md for what is measured, and
+docs/benchmarks.md for the recorded results.
 """
 
 from __future__ import annotations
