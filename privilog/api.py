@@ -41,7 +41,7 @@ def load(
 
     With ``bind``, each change made through the authorizer (``authorizer.grant``, ...)
     or its world is appended to the world file's change log under the file's lock,
-    after what other writers changed is read in (README, "A world bound to its file");
+    after what other writers changed is read in (docs/reference/python.md, "A world bound to its file");
     ``authorizer.world.take_in()`` reads others' changes without making one. After
     changing ``authorizer.world`` by hand, call ``authorizer.refresh()``.
     """

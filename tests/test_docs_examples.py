@@ -158,8 +158,8 @@ def _rewritten(text: str, ran: list[tuple[str, str, str]]) -> str:
 
     def block(match: re.Match[str]) -> str:
         language, info, body = match.groups()
-        if language != "console" or TITLE.search(info):
-            return match.group(0)
+        if language != "console" or TITLE.search(info) or not re.search(r"^\$ ", body, re.M):
+            return match.group(0)  # a file, or a block without commands (a REPL transcript) is kept as it is
         lines = []
         for line in body.splitlines():
             if line.startswith("$ "):

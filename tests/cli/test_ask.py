@@ -163,16 +163,16 @@ def test_check_and_why_note_unknown_names_on_stderr_and_keep_their_exit_codes(
     assert (code, err) == (0, "")
 
 
-def test_the_readme_examples_print_what_they_show(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_docs_examples_print_what_they_show(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import re
     import shlex
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Who may do it, and Datalog queries", 1)[1]
-    block = re.search(r"```sh\n(.*?)```", section, flags=re.S)
+    page = (ROOT / "docs" / "questions.md").read_text(encoding="utf-8")
+    section = page.split("## Who may do it, and Datalog queries", 1)[1]
+    block = re.search(r"```console\n(.*?)```", section, flags=re.S)
     assert block is not None
     commands = re.split(r"^\$ ", block.group(1), flags=re.M)[1:]
-    assert len(commands) == 2
+    assert len(commands) == 3
     monkeypatch.chdir(ROOT)
     for command in commands:
         line, _, shown = command.partition("\n")

@@ -167,12 +167,12 @@ def test_unknown_ids_are_noted_and_malformed_ones_refused(capsys: pytest.Capture
     assert "neither a principal (user:NAME, group:NAME, role:NAME) nor an entity" in run(capsys, "report", "team:x")[2]
 
 
-def test_the_readme_example_prints_what_it_shows(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### A principal's report", 1)[1]
-    block = re.search(r"```sh\n(.*?)```", section, flags=re.S)
+def test_the_docs_example_prints_what_it_shows(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    page = (ROOT / "docs" / "questions.md").read_text(encoding="utf-8")
+    section = page.split("## A principal's report", 1)[1]
+    block = re.search(r"```console\n(.*?)```", section, flags=re.S)
     assert block is not None
-    commands = re.split(r"^\$ ", block.group(1), flags=re.M)[1:]
+    commands = re.split(r"^\$ ", block.group(1), flags=re.M)[1:3]  # the third pipes into head
     assert len(commands) == 2
     monkeypatch.chdir(ROOT)
     for command in commands:

@@ -249,12 +249,12 @@ def test_an_exact_limit_that_is_not_a_count_is_refused_in_one_line(
     assert err.count("\n") == 1 and "argument --exact-limit: expected " in err and limit in err
 
 
-def test_the_readme_example_is_what_privilog_prints(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_docs_example_is_what_privilog_prints(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import re
     import shlex
 
     root = SAMPLE.parents[2]
-    section = (root / "README.md").read_text(encoding="utf-8").split("## Least privilege", 1)[1]
+    section = (root / "docs" / "least-privilege.md").read_text(encoding="utf-8")
     block = re.search(r"```console\n\$ (.*?)\n(.*?)```", section, flags=re.S)
     assert block is not None
     argv = shlex.split(block.group(1))
