@@ -1,4 +1,4 @@
-"""The server's budget as the docs give it: every option of privilog/serve/limits.py in README's table, with
+"""The server's budget as the docs give it: every option of privilog/serve/limits.py in the table of docs/reference/limits.md, with
 its default, and every option of the table an option of `privilog serve`."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _table() -> dict[str, str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "reference" / "limits.md").read_text()
     start = text.index("<!-- the serve budget:")
     rows = re.findall(r"^\| `(--[a-z-]+)` \| ([0-9.]+) \|", text[start:start + 4000], re.M)
     return dict(rows)
 
 
-def test_the_readme_table_is_the_budget():
+def test_the_docs_table_is_the_budget():
     table = _table()
     assert list(table) == [option for option, _, _ in OPTIONS]
     for option, name, _ in OPTIONS:

@@ -295,7 +295,7 @@ def test_sqlite_file_replaced_under_the_server_refuses_changes_until_it_is_back(
     assert ready(server) == 503
     healthy(server)
     # nothing was written to the file now there (not opened here either: the old file's WAL is beside it,
-    # and SQLite would read its frames into this file: README, "Durability")
+    # and SQLite would read its frames into this file: docs/guarantees.md, "Durability")
     assert setup.path.read_bytes() == replacement
     os.replace(kept, setup.path)  # the server's own file back: it works on again
     assert grant(root, "user:dave").status_code == 200
@@ -338,7 +338,7 @@ def test_another_process_writing_through_the_store_is_followed_within_a_second(s
 
 def test_an_admin_written_straight_into_the_table_bypasses_the_log_and_shows_in_the_audit(setup: Setup) -> None:
     """A row written into ``admins`` with sqlite3 bypasses the log: whoever can write the file can write
-    any row, so the file's mode and owner are the guard (README, "Durability"). What it does, pinned:
+    any row, so the file's mode and owner are the guard (docs/guarantees.md, "Durability"). What it does, pinned:
     the store's admin check reads the table, so that principal's changes are applied at once, each
     logged under its name; the log has no `admin.add` of it, which is what an operator reading
     `privilog store audit` (or `/v1/audit`) sees; `privilog store export` shows it among the admins."""
