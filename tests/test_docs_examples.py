@@ -1,8 +1,9 @@
 """The examples in the README and docs/ are true: each page's files written, its commands run, their output compared.
 
 A page (README.md, and every ``docs/**/*.md``) is run top to bottom in a fresh folder of its own,
-which holds a copy of the bundled sample deployment as ``privilog/samples/`` and of the scenario
-files as ``tests/scenarios/``, where the README's commands (run from a checkout) find them:
+which holds a copy of the bundled sample deployment as ``privilog/samples/``, of the scenario
+files as ``tests/scenarios/`` and of the conformance tables as ``tests/conformance/``, where the
+README's commands (run from a checkout) find them:
 
 * a fenced block with a title (```` ```yaml title="world.yaml" ````, as MkDocs shows a
   file's name) is written to that path;
@@ -117,9 +118,14 @@ def _environment() -> dict[str, str]:
 
 
 def _bundled(folder: Path) -> None:
-    """The sample deployment and the scenario files, copied where the README's commands find them."""
+    """The sample deployment, the scenario files and the conformance tables, where the README's commands find them."""
     shutil.copytree(ROOT / "privilog" / "samples", folder / "privilog" / "samples")
     shutil.copytree(ROOT / "tests" / "scenarios", folder / "tests" / "scenarios")
+    shutil.copytree(
+        ROOT / "tests" / "conformance",
+        folder / "tests" / "conformance",
+        ignore=shutil.ignore_patterns("*.py", "__pycache__"),
+    )
 
 
 def run_page(text: str, folder: Path) -> list[tuple[str, str, str]]:
