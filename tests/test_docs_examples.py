@@ -118,10 +118,14 @@ def _environment() -> dict[str, str]:
 
 
 def _bundled(folder: Path) -> None:
-    """The sample deployment, the scenario files and the conformance tables, where a checkout has them."""
+    """The sample deployment, the scenario files and the conformance tables, where the README's commands find them."""
     shutil.copytree(ROOT / "privilog" / "samples", folder / "privilog" / "samples")
     shutil.copytree(ROOT / "tests" / "scenarios", folder / "tests" / "scenarios")
-    shutil.copytree(ROOT / "tests" / "conformance", folder / "tests" / "conformance")
+    shutil.copytree(
+        ROOT / "tests" / "conformance",
+        folder / "tests" / "conformance",
+        ignore=shutil.ignore_patterns("*.py", "__pycache__"),
+    )
 
 
 def run_page(text: str, folder: Path) -> list[tuple[str, str, str]]:

@@ -1,8 +1,8 @@
-"""Seed 000's comment thread, asked of every policy version; the README shows the answers.
+"""Seed 000's comment thread, asked of every policy version; docs/versions.md shows the answers.
 
 The scenario files in tests/scenarios/debate/ are the source: each is run through
-`privilog test`, and the README's table is rendered from them (regenerate the
-README section with PRIVILOG_REGEN_GOLDEN=1).
+`privilog test`, and the table of docs/versions.md ("The seeds' own debate") is rendered
+from them (regenerate it with PRIVILOG_REGEN_GOLDEN=1).
 """
 
 from __future__ import annotations
@@ -46,13 +46,13 @@ def test_each_policy_answers_as_recorded(policy: str, capsys: pytest.CaptureFixt
     assert re.search(r"^\d+ passed, 0 failed$", out, re.M)
 
 
-def test_readme_shows_the_table() -> None:
-    readme = ROOT / "README.md"
-    text = readme.read_text()
+def test_the_docs_show_the_table() -> None:
+    page = ROOT / "docs" / "versions.md"
+    text = page.read_text()
     table = render_table()
     if os.environ.get("PRIVILOG_REGEN_GOLDEN"):
         before, _, rest = text.partition(START)
         _, _, after = rest.partition(END)
-        readme.write_text(f"{before}{START}\n{table}\n{END}{after}")
-        text = readme.read_text()
+        page.write_text(f"{before}{START}\n{table}\n{END}{after}")
+        text = page.read_text()
     assert f"{START}\n{table}\n{END}" in text

@@ -109,7 +109,7 @@ def test_a_property_without_its_relation_is_a_policy_error(tmp_path: Path, capsy
 
 
 def test_a_promise_of_ones_own(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The example of the README, "Writing a promise"."""
+    """The example of docs/proofs.md, "Writing a promise", with the shipped promises included."""
     common = Path(__file__).resolve().parents[2] / "proofs" / "common.proof"
     proof = tmp_path / "mine.proof"
     proof.write_text(

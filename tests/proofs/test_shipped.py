@@ -1,8 +1,8 @@
-"""Every policy in rules/ proved, and the README saying which keeps which promise.
+"""Every policy in rules/ proved, and docs/proofs.md saying which keeps which promise.
 
 This is the run CI makes: `privilog prove` on every shipped policy at the default bound
 (every world up to one entity of each kind, then 100 generated worlds), two policies
-at a time. The table in the README is checked against it; after a change to a
+at a time. The table in docs/proofs.md is checked against it; after a change to a
 policy or a promise, regenerate it with PRIVILOG_REGEN_GOLDEN=1 and review the diff.
 """
 
@@ -21,7 +21,7 @@ from privilog.cli import main
 from privilog.render.proofs import promise_table
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = ROOT / "README.md"
+DOCS = ROOT / "docs" / "proofs.md"
 ORDER = ["cdap-draft", "cdap-draft-revised", "cdap-4.2", "cdap-proposed", "cdap", "cdap-5.1"]  # oldest first
 # cdap-5.1's own rules read grants anywhere (visibility by id): a case whose worlds of one entity
 # of each kind are too many is left to the generated phase, and its report says which.
@@ -86,4 +86,4 @@ def test_the_docs_record_which_policy_keeps_which_promise(reports: dict[str, dic
     if os.environ.get("PRIVILOG_REGEN_GOLDEN"):
         DOCS.write_text(pattern.sub(lambda _: start + table + end, text), encoding="utf-8")
         text = DOCS.read_text(encoding="utf-8")
-    assert start + table + end in text, "the README is out of date: run with PRIVILOG_REGEN_GOLDEN=1"
+    assert start + table + end in text, f"{DOCS} is out of date: run with PRIVILOG_REGEN_GOLDEN=1"
