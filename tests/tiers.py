@@ -47,6 +47,8 @@ KINDS: dict[str, tuple[str, ...]] = {
     "pipeline_report/test_pipeline_report_run.py": ("browser", "spark"),
     "test_wheel.py": ("wheel",),  # builds the wheel and installs it in a fresh venv
     "proofs/test_shipped.py": ("proof",),  # `privilog prove` on every shipped policy at the default bound
+    "test_docs_examples.py": ("docs",),  # every command of the README and docs/ run (servers among them)
+    "test_docs_site.py": ("docs",),  # `mkdocs build --strict` of the whole site
 }
 # Modules of a folder above that start nothing slow: the Spark engine's pure-Python parts.
 NOT_SLOW = {"spark/test_fused_shortcut.py"}
