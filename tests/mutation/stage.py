@@ -55,7 +55,8 @@ def stage(only: list[str] | None, tests: list[str] | None) -> Path:
         # Tests that read policy files by path (rules/cdap.policy) find them where they are in the repository.
         shutil.copytree(ROOT / name, STAGE / name, ignore=IGNORE)
     shutil.copytree(ROOT / "tests", STAGE / "tests", ignore=IGNORE)
-    shutil.copy2(ROOT / "README.md", STAGE / "README.md")  # tests hold examples of the README to the program
+    shutil.copy2(ROOT / "README.md", STAGE / "README.md")  # tests hold the README's and docs' examples to the program
+    shutil.copytree(ROOT / "docs", STAGE / "docs", ignore=IGNORE)
     text = (ROOT / "pyproject.toml").read_text()
     config = tomllib.loads(text)["tool"]["mutmut"]
     head, _, rest = text.partition("[tool.mutmut]")

@@ -15,9 +15,8 @@ PROMPT, CONTINUED = "privilog> ", "      ... "
 
 
 def transcripts() -> list[list[str]]:
-    """The console blocks that hold REPL prompts, from docs/repl.md (or the README it is merged into)."""
-    doc = ROOT / "docs" / "repl.md"
-    text = (doc if doc.exists() else ROOT / "README.md").read_text(encoding="utf-8")
+    """The console blocks that hold REPL prompts, from docs/repl.md."""
+    text = (ROOT / "docs" / "repl.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```console\n(.*?)```", text, flags=re.S)
     return [block.splitlines() for block in blocks if PROMPT in block]
 

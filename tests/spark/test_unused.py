@@ -286,7 +286,7 @@ def test_the_sample_deployment_is_the_sample_world() -> None:
 
 
 def test_pipeline_unused_on_the_sample_prints_what_privilog_unused_does(spark: SparkSession, tmp_path: Path) -> None:
-    """The README's two commands: the same report, but for what the tables cannot hold (admins) and
+    """docs/least-privilege.md's two commands: the same report, but for what the tables cannot hold (admins) and
     where a rejected row is (the pipeline numbers rows of data, in the file it read)."""
     log = str(SAMPLES / "access-log.csv")
     code, memory, err = _main(["unused", "--world", str(SAMPLES / "world.yaml"), "--log", log, "--verify"])
