@@ -1,6 +1,7 @@
 """MkDocs hooks (``mkdocs.yml``'s ``hooks``): the reference pages written from the code at build time.
 
-A page holds a marker comment where generated text goes, and the hook replaces it:
+A page holds a marker comment, on a line of its own, where generated text goes, and the hook
+replaces it:
 
 * ``<!-- generated: cli -->``: every command and option of ``privilog``, from its argument parser
   (:func:`privilog.cli.commands.build_parser`), so the reference cannot drift from ``--help``;
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-MARKER = re.compile(r"<!-- generated: (\w+) -->")
+MARKER = re.compile(r"^<!-- generated: (\w+) -->$", re.M)  # a line of its own: not one quoted in prose
 
 
 def _cell(text: str) -> str:

@@ -73,7 +73,13 @@ def test_the_http_reference_names_every_route(site: Path) -> None:
 
 def test_an_unknown_generated_section_is_an_error() -> None:
     with pytest.raises(ValueError, match="unknown generated section 'nope'"):
-        hooks.generated("<!-- generated: nope -->")
+        hooks.generated("text\n<!-- generated: nope -->\n")
+
+
+def test_a_marker_quoted_in_prose_is_left_as_it_is() -> None:
+    text = "A page holds a marker such as `<!-- generated: cli -->`.\n"
+    assert hooks.generated(text) == text
+    assert "privilog check" in hooks.generated("# Commands\n\n<!-- generated: cli -->\n")
 
 
 def test_the_readme_links_resolve() -> None:
