@@ -70,6 +70,10 @@ class Authorizer:
         if preloaded is not None:
             self.prepare()  # the plans claim the captured joins ...
             self.backend.settle()  # type: ignore[attr-defined]  # ... then the world's changes since reach them too
+            # a base relation captured as exactly the world's facts is them again, changes applied: the facts
+            # kept as a copy of its set share its rows (else each row is held twice, once as the world made it)
+            for name in preloaded.shared:
+                self.loaded.facts[name] = set(self.backend.store[name].rows)  # type: ignore[attr-defined]
 
     # ---- the world -----------------------------------------------------------------
 

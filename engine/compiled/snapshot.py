@@ -99,10 +99,15 @@ class Preloaded:
                 self.relations[name] = relation
             self.aux: dict[str, str] = dict(data["aux"])
             explicit: dict[str, Any] = data["facts"]
-            self.facts: dict[str, set[Any]] = {}
+            self.facts: dict[str, set[Any]] = {}  # the world's facts when captured, by relation
+            self.shared: list[str] = []  # the base relations whose rows were exactly the world's facts
             for name in data["fact_names"]:
                 held = self.relations.get(name)
-                self.facts[name] = set(explicit[name]) if name in explicit else (held.rows if held else set())
+                if name in explicit or held is None:
+                    self.facts[name] = set(explicit.get(name, ()))
+                else:
+                    self.facts[name] = held.rows
+                    self.shared.append(name)
         except (KeyError, TypeError, ValueError) as error:
             if isinstance(error, SnapshotError):
                 raise

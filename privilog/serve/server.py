@@ -304,7 +304,7 @@ def load(options: ServeOptions) -> Loaded:
         "record_policy": recorded - loaded,
         "warm": warmed - recorded,
     }
-    if options.snapshot and snapshot_seq != deployment.seq:  # none read, or the store has moved on since
+    if options.snapshot and (snapshot_seq is None or deployment.seq - snapshot_seq > snapshot.REWRITE_AFTER):
         written = snapshot.save(options.snapshot, snapshot_key, expected, deployment)
         if written is not None:
             seconds["snapshot_write"] = written

@@ -10,7 +10,8 @@ store's head by the engine's own upkeep. The file is::
     payload: marshal of the captured state (tuples, dicts, strings, integers)
 
 It is used only when all of these hold, else ignored with one line on stderr and the load is the
-ordinary one (and a new file is written after it):
+ordinary one (and a new file is written after it; also after a load from a file more than
+:data:`REWRITE_AFTER` log entries behind the store):
 
 * its HMAC checks out with the store's secret (``snapshot``, kept in the store's ``meta`` table like
   the decision log's key: only those who can read the store can make a file it accepts; a file of
@@ -38,6 +39,9 @@ from typing import Any
 from privilog.engine.compiled.snapshot import FORMAT, Preloaded, SnapshotError, capture, code_version
 
 MAGIC = b"privilog-snapshot\n"
+# log entries a snapshot read may be behind the store before the load writes a new one: the changes since are
+# applied by the engine's upkeep (a grant's tens of microseconds), the write costs seconds (docs/serve.md)
+REWRITE_AFTER = 10_000
 KEY_NAME = "snapshot"  # the store's secret the file's HMAC is keyed with
 
 
