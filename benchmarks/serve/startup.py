@@ -299,8 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--markdown", action="store_true", help="print --out's results as tables; measure nothing")
     parser.add_argument(
-        "--snapshot", action="store_true",
-        help="with privilog serve --snapshot: each case twice, the file absent (the load writes it), then present",
+        "--snapshot", nargs="?", const="absent,present", metavar="CASES",
+        help="with privilog serve --snapshot: each case twice, the file absent (the load writes it), then present "
+        "(CASES: absent,present, the default; present alone reuses the file of an earlier run)",
     )
     args = parser.parse_args(argv)
     if args.markdown:
@@ -343,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
                     raise SystemExit(f"--backends: sqlite or postgresql, not {backend}")
                 if imported is not None:
                     progress(f"  imported in {imported:.1f} s")
-                modes = ("absent", "present") if args.snapshot else (None,)
+                modes = tuple(args.snapshot.split(",")) if args.snapshot else (None,)
                 for workers, snapshot in [(w, m) for w in counts for m in modes]:
                     progress(f"{size} grants, {backend}, {workers} worker(s), snapshot {snapshot}: starting")
                     path = None

@@ -107,12 +107,16 @@ def _checked(data: bytes, key: bytes, expected: dict[str, Any], head_seq: int) -
     enabled = gc.isenabled()
     gc.disable()  # millions of new objects and no cycles: collecting meanwhile is quadratic
     try:
-        return Preloaded(marshal.loads(payload)), seq
+        found = Preloaded(marshal.loads(payload)), seq
     except (ValueError, EOFError, TypeError, SnapshotError) as error:
         return f"its state cannot be read ({error})"
     finally:
         if enabled:
             gc.enable()
+    # measured: tens of millions of objects the collector would walk at each full collection of the rest of
+    # the load (the store read took twice as long); out of its sight, as the load's own are (LoadedWorld.refresh)
+    gc.freeze()
+    return found
 
 
 def write(path: str, key: bytes, expected: dict[str, Any], deployment: Any) -> tuple[int, int]:
