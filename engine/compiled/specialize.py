@@ -200,7 +200,7 @@ class DecisionPlans:
         if name is None:
             claimed = self._claimable.pop(key, None)
             held = self.evaluator.store.get(claimed) if claimed is not None else None
-            if held is not None and held.arity == len(columns):
+            if claimed is not None and held is not None and held.arity == len(columns):
                 name = claimed  # the captured state's rows of this very join: kept, not evaluated
             else:
                 held, number = None, len(self._aux)
