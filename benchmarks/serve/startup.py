@@ -349,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
                     progress(f"{size} grants, {backend}, {workers} worker(s), snapshot {snapshot}: starting")
                     path = None
                     if snapshot is not None:
+                        args.stores.mkdir(parents=True, exist_ok=True)
                         path = args.stores / f"{backend}-{size}.snapshot"
                         if snapshot == "absent":
                             path.unlink(missing_ok=True)
