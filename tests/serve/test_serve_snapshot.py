@@ -2,7 +2,7 @@
 
 Real SQLite stores in tmp_path, real snapshot files, the server's own load (privilog/serve/server.py ``load``)
 in process, and one real server over 127.0.0.1. A snapshot is written after a load; the store changes (grants,
-revokes, memberships, entities deleted); a load from the snapshot and a load from the store alone are compared
+revokes, wildcard grants, memberships, entities deleted); a load from the snapshot and a load from the store alone are compared
 relation by relation and on every decision, denial, and listing of a vocabulary, then again after one more
 change made through each. A snapshot missing, truncated, altered, of another store, of another policy or code,
 or past the store's log is ignored with one line, and the load is the ordinary one.
@@ -74,6 +74,7 @@ def store_url(tmp_path: Path) -> str:
         store.change("local:ops", "admin.add", ["user:root"], trusted=True)
         store.change("user:root", "entity.add", ENTITIES)
         store.change("user:root", "member.add", [["user:u0", "group:eng"], ["group:eng", "group:ops"]])
+        store.change("user:root", "grant", [["user:u1", "READ", "dataset:ns1.*"], ["group:ops", "WRITE", "dataset:*.d1"]])
     changes(url, 1, 60)
     return url
 
@@ -124,6 +125,9 @@ def test_a_load_from_a_snapshot_answers_as_one_rebuilt(
     assert path.stat().st_mode & 0o777 == 0o600
     written_at = first.deployment.seq
     changes(store_url, 2, 40)  # after the snapshot: grants, revokes, memberships, entities added and deleted
+    with open_store(store_url, ACTIONS) as store:  # wildcards: one taken away, one given
+        store.change("user:root", "revoke", [["user:u1", "READ", "dataset:ns1.*"]])
+        store.change("user:root", "grant", [["user:u2", "EXECUTE", "program:ns2.*.*.p*"]])
 
     started, said = loaded(store_url, path, capsys)
     assert "ignored" not in said and "no snapshot" not in said
