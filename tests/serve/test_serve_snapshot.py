@@ -254,16 +254,17 @@ def test_the_server_writes_its_snapshot_and_starts_from_it(store_url: str, tmp_p
         token = store.create_token("user:root", "local:test")[1]
     check = {"principal": "user:u0", "operation": "dataset.read", "entity": "dataset:ns1.d1"}
     headers = {"Authorization": f"Bearer {token}"}
-    decisions = []
+    decisions, logs = [], []
     for _ in range(2):
         server = Server(Path(store_url), "--snapshot", str(path)).start()
         try:
             answer = httpx.post(f"{server.url}/v1/check", json=check, headers=headers, timeout=30)
             assert answer.status_code == 200, answer.text
             decisions.append(answer.json()["decision"])
-            log = "".join(server.log)
+            logs.append("".join(server.log))  # (what the load says comes before the address: all of it here)
         finally:
             server.stop()
         assert path.exists()
     assert decisions[0] == decisions[1]
-    assert "ignored" not in log and "no snapshot" not in log  # the second start read the first's
+    assert "no snapshot at" in logs[0] and "snapshot written to" in logs[0]
+    assert "ignored" not in logs[1] and "no snapshot" not in logs[1] and "written" not in logs[1]  # read, used
