@@ -451,9 +451,12 @@ def _startup(data: dict[str, Any]) -> Lines:
         [
             "grants",
             "store",
+            "commit",
+            "snapshot",
             "workers",
             "ready, s",
             "first check, s",
+            "snapshot read, s",
             "store read, s",
             "authorizer, s",
             "plans, s",
@@ -463,9 +466,12 @@ def _startup(data: dict[str, Any]) -> Lines:
             [
                 r.get("size"),
                 r.get("backend", ""),
+                f"`{r['commit']}`" if r.get("commit") else "",
+                r.get("snapshot") or "none",  # absent (the case without one): written, read, or no option
                 r.get("workers"),
                 r.get("ready_s"),
                 r.get("first_check_s"),
+                _get(r, "phases", "snapshot_read_s"),
                 _get(r, "phases", "store_read_s"),
                 _get(r, "phases", "authorizer_build_s"),
                 _get(r, "phases", "warm_s"),
@@ -473,7 +479,7 @@ def _startup(data: dict[str, Any]) -> Lines:
             ]
             for r in data["runs"]
         ],
-        right_from=2,
+        right_from=4,
     )
 
 

@@ -55,6 +55,8 @@ SURFACE: dict[str, tuple[str, ...]] = {
     "authorizer": ("Authorizer", "FALSE_WORDS", "RequestError", "TRUE_WORDS"),
     # a request's row of the decisions table (what a decision log's reasons are made of)
     "authorizer.tabling": ("Tabled", "requirement_text"),
+    # the compiled backend's state as plain data, and started from it (privilog serve --snapshot)
+    "compiled.snapshot": ("FORMAT", "Preloaded", "SnapshotError", "capture", "code_version"),
     "decision": (
         "ABSENT",
         "COMPARED",

@@ -11,7 +11,9 @@ of the run's own (tests/pg.py's ``TemporaryPostgres``: initdb in a temporary fol
 fsync on), imported on each run. An admin token is added to each.
 
 For each store and worker count, ``python -m privilog serve --store ... --workers N`` is started
-and measured:
+and measured (with ``--snapshot``: twice, with ``privilog serve --snapshot FILE``, ``FILE`` in ``--stores``:
+first absent, so the load is the ordinary one and writes it, ``snapshot: written``, with the write's seconds
+and the file's bytes; then present, read instead of deriving, ``snapshot: read``):
 
 * ``ready_s``: from the process's start until every worker has answered ``GET /ready`` (200, its
   pid in the answer; new connections until each worker's pid was seen), and ``first_check_s``: until
@@ -53,6 +55,7 @@ from benchmarks.engines.common import ROOT, machine_info, progress
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results-startup.json"
 CHECK = {"principal": "user:bench_admin", "operation": "namespace.get", "entity": "namespace:ns0000"}
+WRITTEN = re.compile(r"privilog serve: snapshot written to .* in ([\d.]+) s")
 LOADED = re.compile(r"privilog serve: loaded (\d+) grants at log entry (\d+) in ([\d.]+) s \((.*)\)")
 
 
@@ -141,12 +144,16 @@ class Connection:
         return answer.status, json.loads(answer.read())
 
 
-def measure(store: str, token: str, workers: int, checks: list[dict[str, Any]]) -> dict[str, Any]:
-    """Start ``privilog serve`` on ``store`` with ``workers``; time it to ready and to a first check, and
-    the memory of each of its processes; stop it."""
+def measure(
+    store: str, token: str, workers: int, checks: list[dict[str, Any]], snapshot: Path | None = None
+) -> dict[str, Any]:
+    """Start ``privilog serve`` on ``store`` with ``workers`` (and ``--snapshot``); time it to ready and to a
+    first check, and the memory of each of its processes; stop it."""
     started = time.perf_counter()
+    extra = ["--snapshot", str(snapshot)] if snapshot is not None else []
     process = subprocess.Popen(
-        [sys.executable, "-m", "privilog", "serve", "--store", store, "--port", "0", "--workers", str(workers)],
+        [sys.executable, "-m", "privilog", "serve", "--store", store, "--port", "0", "--workers", str(workers),
+         *extra],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=ROOT,
     )
     assert process.stderr is not None
@@ -200,6 +207,7 @@ def measure(store: str, token: str, workers: int, checks: list[dict[str, Any]]) 
         process.terminate()
         process.wait(timeout=120)
         drain.join(timeout=10)
+    written = next((WRITTEN.search(line) for line in lines if WRITTEN.search(line)), None)
     loaded = next((LOADED.search(line) for line in lines if LOADED.search(line)), None)
     phases: dict[str, Any] = {}
     if loaded is not None:
@@ -207,8 +215,17 @@ def measure(store: str, token: str, workers: int, checks: list[dict[str, Any]]) 
         for part in loaded.group(4).split(", "):
             name, value, _ = part.rsplit(" ", 2)
             phases[name.replace(" ", "_") + "_s"] = float(value)
+    case: dict[str, Any] = {}
+    if snapshot is not None:
+        case = {
+            "snapshot": "read" if "snapshot_read_s" in phases and written is None else "written",
+            "snapshot_bytes": snapshot.stat().st_size if snapshot.exists() else None,
+            "snapshot_write_s": float(written.group(1)) if written else None,
+            "snapshot_said": [line.strip() for line in lines if "snapshot" in line],
+        }
     return {
         "workers": workers,
+        **case,
         "announced_s": round(announced, 2),
         "ready_s": round(ready_s, 2),
         "first_check_s": round(first_check_s, 2),
@@ -233,7 +250,7 @@ def shares(runs: list[dict[str, Any]]) -> None:
         if run["workers"] == 1:
             continue
         one = next((r for r in runs if r["workers"] == 1 and r["size"] == run["size"]
-                    and r["backend"] == run["backend"]), None)
+                    and r["backend"] == run["backend"] and r.get("snapshot") == run.get("snapshot")), None)
         if one is None:
             continue
         for when in ("memory_after_first_check", "memory_after_checks"):
@@ -247,19 +264,22 @@ def markdown(results: dict[str, Any]) -> str:
     """The results as the tables of benchmarks/README.md and docs/serve.md."""
     mib = 1024
     out = [
-        "| grants, store | workers | ready, s | first check, s | store read / authorizer / warm / freeze, s "
+        "| grants, store | workers | snapshot | ready, s | first check, s "
+        "| snapshot read / store read / authorizer / warm / freeze / snapshot write, s "
         "| PSS together, MiB | per worker RSS / PSS / USS, MiB | parent USS, MiB | extra share |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in results["runs"]:
         phases, memory = run["phases"], run["memory_after_checks"]
-        parts = [phases.get(k) for k in ("store_read_s", "authorizer_build_s", "warm_s", "freeze_s")]
+        parts = [phases.get(k) for k in ("snapshot_read_s", "store_read_s", "authorizer_build_s", "warm_s",
+                                         "freeze_s", "snapshot_write_s")]
         workers = "; ".join(f"{w['rss_kib'] // mib:,} / {w['pss_kib'] // mib:,} / {w['uss_kib'] // mib:,}"
                             for w in memory["workers"])
         parent = f"{memory['parent']['uss_kib'] // mib:,}" if run["workers"] > 1 else ""
         share = memory.get("extra_share")
         out.append(
-            f"| {run['size']:,}, {run['backend']} | {run['workers']} | {run['ready_s']:.1f} "
+            f"| {run['size']:,}, {run['backend']} | {run['workers']} | {run.get('snapshot', '')} "
+            f"| {run['ready_s']:.1f} "
             f"| {run['first_check_s']:.1f} "
             f"| {' / '.join('' if p is None else f'{p:.1f}' for p in parts)} "
             f"| {total_pss(memory, run['workers']) // mib:,} | {workers} | {parent} "
@@ -278,6 +298,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stores", type=Path, default=Path("/tmp/privilog-startup"), help="SQLite stores, kept")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--markdown", action="store_true", help="print --out's results as tables; measure nothing")
+    parser.add_argument(
+        "--snapshot", nargs="?", const="absent,present", metavar="CASES",
+        help="with privilog serve --snapshot: each case twice, the file absent (the load writes it), then present "
+        "(CASES: absent,present, the default; present alone reuses the file of an earlier run)",
+    )
     args = parser.parse_args(argv)
     if args.markdown:
         print(markdown(json.loads(args.out.read_text())))
@@ -319,22 +344,33 @@ def main(argv: list[str] | None = None) -> int:
                     raise SystemExit(f"--backends: sqlite or postgresql, not {backend}")
                 if imported is not None:
                     progress(f"  imported in {imported:.1f} s")
-                for workers in counts:
-                    progress(f"{size} grants, {backend}, {workers} worker(s): starting")
-                    run = {"size": size, "backend": backend, **measure(store, token, workers, checks)}
+                modes = tuple(args.snapshot.split(",")) if args.snapshot else (None,)
+                for workers, snapshot in [(w, m) for w in counts for m in modes]:
+                    progress(f"{size} grants, {backend}, {workers} worker(s), snapshot {snapshot}: starting")
+                    path = None
+                    if snapshot is not None:
+                        args.stores.mkdir(parents=True, exist_ok=True)
+                        path = args.stores / f"{backend}-{size}.snapshot"
+                        if snapshot == "absent":
+                            path.unlink(missing_ok=True)
+                    run = {"size": size, "backend": backend, **measure(store, token, workers, checks, path)}
                     run["date"], run["commit"] = results["machine"]["date"], results["machine"]["privilog_commit"]
-                    run["loadavg_before"] = results["machine"]["loadavg"]
+                    run["loadavg_before"] = os.getloadavg()
                     run["import_s"] = None if imported is None else round(imported, 1)
                     measured.append(run)
                     memory = run["memory_after_checks"]
                     progress(f"  ready {run['ready_s']} s, first check {run['first_check_s']} s, "
-                             f"phases {run['phases']}; parent {memory['parent']}, workers {memory['workers']}")
+                             f"phases {run['phases']}; parent {memory['parent']}, workers {memory['workers']}"
+                             + (f"; {run['snapshot_said']}" if snapshot else ""))
     finally:
         if postgres is not None:
             postgres.stop()
-    keys = {(r["size"], r["backend"], r["workers"]) for r in measured}
-    runs = [r for r in results["runs"] if (r["size"], r["backend"], r["workers"]) not in keys] + measured
-    runs.sort(key=lambda r: (r["size"], r["backend"], r["workers"]))
+    def case(r: dict[str, Any]) -> tuple[int, str, int, str]:
+        return r["size"], r["backend"], r["workers"], r.get("snapshot", "")
+
+    keys = {case(r) for r in measured}
+    runs = [r for r in results["runs"] if case(r) not in keys] + measured
+    runs.sort(key=case)
     shares(runs)
     results["runs"] = runs
     results["machine"]["loadavg_after"] = os.getloadavg()

@@ -46,13 +46,18 @@ __all__ = ["FALSE_WORDS", "TRUE_WORDS", "Authorizer", "RequestError", "Tabled", 
 class Authorizer:
     """One policy evaluated over one world."""
 
-    def __init__(self, policy: Policy, world: World | None = None, backend: str = "compiled"):
+    def __init__(self, policy: Policy, world: World | None = None, backend: str = "compiled", preloaded: Any = None):
+        """``preloaded``: the compiled backend's state captured earlier (engine.compiled.snapshot.Preloaded) for
+        this policy, maybe of an earlier state of the world: started from it, brought to ``world`` by the
+        backend's upkeep, every decision plan made (see that module)."""
         check_hierarchy(policy)
         self.policy = policy
         self.program: Program = compile_policy(policy)
         self.backend_name = backend
-        self.backend: Backend = make_backend(backend, self.program)
+        self.backend: Backend = make_backend(backend, self.program, preloaded)
         self.loaded = LoadedWorld(self.program, self.backend, world if world is not None else World())
+        if preloaded is not None:  # the world's facts compared with the captured ones, not with none
+            self.loaded.facts = dict(preloaded.facts)
         self.requests = Requests(policy, self.loaded)
         self.deciding = Deciding(policy, self.backend, self.loaded, self.requests)
         self.answers = Answers(policy, self.requests, self.loaded)
@@ -62,6 +67,13 @@ class Authorizer:
             policy, self.program, self.backend, self.loaded, self.requests, self.deciding, self.answers, self.fixing
         )
         self.refresh()
+        if preloaded is not None:
+            self.prepare()  # the plans claim the captured joins ...
+            self.backend.settle()  # type: ignore[attr-defined]  # ... then the world's changes since reach them too
+            # a base relation captured as exactly the world's facts is them again, changes applied: the facts
+            # kept as a copy of its set share its rows (else each row is held twice, once as the world made it)
+            for name in preloaded.shared:
+                self.loaded.facts[name] = set(self.backend.store[name].rows)  # type: ignore[attr-defined]
 
     # ---- the world -----------------------------------------------------------------
 

@@ -9,7 +9,7 @@ that compiles decision plans (the compiled one) says so by also answering
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from privilog.dsl.ir import Atom
 from privilog.engine.program import Program, Row
@@ -70,12 +70,15 @@ class FastRows(Protocol):
         row; None when it has none."""
 
 
-def make_backend(name: str, program: Program) -> Backend:
-    """The backend called ``name`` for ``program``."""
+def make_backend(name: str, program: Program, preloaded: Any = None) -> Backend:
+    """The backend called ``name`` for ``program`` (``preloaded``: a compiled backend's captured state,
+    engine.compiled.snapshot.Preloaded, to start from)."""
     if name == "compiled":
         from privilog.engine.compiled import CompiledBackend
 
-        return CompiledBackend(program)
+        return CompiledBackend(program, preloaded)
+    if preloaded is not None:
+        raise ValueError("only the compiled backend starts from a captured state")
     if name == "pydatalog":
         from privilog.engine.backends.pydatalog import PyDatalogBackend
 

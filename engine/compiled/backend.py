@@ -25,6 +25,7 @@ from privilog.engine.program import Program, Row
 
 if TYPE_CHECKING:
     from privilog.dsl.ir import Atom
+    from privilog.engine.compiled.snapshot import Preloaded
     from privilog.engine.compiled.specialize import Decider, DecisionPlans, RowsPlan
 
 
@@ -33,18 +34,29 @@ class CompiledBackend:
 
     name = "compiled"
 
-    def __init__(self, program: Program):
+    def __init__(self, program: Program, preloaded: Preloaded | None = None):
         program = written_apart(program)
         self.program = program
         self.analysis: Analysis = analyse(program)
         self.store: Store = {}
         self.evaluator = Evaluator(self.store, program.relations)
+        # started from a captured state (engine.compiled.snapshot): its relations as they stood, the
+        # changes since held back until the plans have claimed their joins (settle)
+        self._deferred: list[tuple[str, set[Row] | None, set[Row] | None]] | None = None
+        self._claimable: dict[str, str] = {}
+        if preloaded is not None:
+            self.store.update(preloaded.relations)
+            for name, relation in preloaded.relations.items():
+                self.evaluator.arity.setdefault(name, relation.arity)
+            self._deferred, self._claimable = [], dict(preloaded.aux)
         self._derived = frozenset(r.head.predicate for r in program.rules)
         for name, rows in program.facts.items():
             self.evaluator.relation(name).add(rows)
         on_demand = self.analysis.on_demand
         self._maintained = [c for c in self.analysis.of_kind(Kind.STATIC, Kind.WORLD) if not c.relations & on_demand]
         for component in self._maintained:  # in order: what a component reads is there before it
+            if preloaded is not None and component.relations <= preloaded.relations.keys():
+                continue  # its rows are the captured state's, kept current from there
             self._start(component)
         self._on_demand = {name: c for c in self.analysis.components for name in c.relations if name in on_demand}
         self._per_request = self.analysis.of_kind(Kind.REQUEST)
@@ -62,6 +74,9 @@ class CompiledBackend:
     def _change(self, relation: str, added: set[Row] | None = None, removed: set[Row] | None = None) -> None:
         if relation in self._derived:  # its rows are its rules' (the Spark engine refuses them too)
             raise ValueError(f"`{relation}` is derived by rules; only base relations take facts")
+        if self._deferred is not None:
+            self._deferred.append((relation, added, removed))
+            return
         self._answers = None
         if self.analysis.kinds.get(relation) is Kind.REQUEST:
             target = self.evaluator.relation(relation)
@@ -72,6 +87,20 @@ class CompiledBackend:
             self._maintained, {relation: added} if added else {}, {relation: removed} if removed else {}
         )
 
+    def settle(self) -> None:
+        """Started from a captured state: apply the changes held back since (the world given against the
+        captured one), now that the decision plans made so far have claimed the joins they keep, which are
+        maintained with the rest from here on. The joins no plan claimed are dropped (a plan made later
+        makes its own). Nothing to do otherwise."""
+        if self._deferred is None:
+            return
+        deferred, self._deferred = self._deferred, None
+        for name in self._claimable.values():
+            self.store.pop(name, None)
+        self._claimable.clear()
+        for relation, added, removed in deferred:
+            self._change(relation, added, removed)
+
     def assume(self, added: Mapping[str, set[Row]]) -> Changes:
         """Add base facts for a moment (a create's entity, placed for one decision).
 
@@ -79,6 +108,7 @@ class CompiledBackend:
         which puts each relation back as it was row for row: cheaper than deleting the
         facts again, which would rederive what they supported.
         """
+        self.settle()
         self._answers = None
         return self.evaluator.update(self._maintained, added, {})
 
@@ -91,6 +121,7 @@ class CompiledBackend:
             self.evaluator.relation(name).add(rows)
 
     def query(self, relation: str, bound: Mapping[int, str] | None = None) -> set[Row]:
+        self.settle()
         source = self._relation(relation)
         if not bound:
             return set(source.rows)
@@ -144,7 +175,9 @@ class CompiledBackend:
         if self._decisions is None:
             from privilog.engine.compiled.specialize import DecisionPlans
 
-            self._decisions = DecisionPlans(self.program, self.analysis, self.evaluator, self._maintained)
+            self._decisions = DecisionPlans(
+                self.program, self.analysis, self.evaluator, self._maintained, self._claimable
+            )
         return self._decisions
 
     def decider(self, operation: str) -> Decider | None:

@@ -64,7 +64,14 @@ RowsPlan = Callable[[str, str, Mapping[str, str]], list[tuple[str, ...]]]  # pri
 class DecisionPlans:
     """One compiled decision function for every operation of a program."""
 
-    def __init__(self, program: Program, analysis: Analysis, evaluator: Evaluator, maintained: list[Component]):
+    def __init__(
+        self,
+        program: Program,
+        analysis: Analysis,
+        evaluator: Evaluator,
+        maintained: list[Component],
+        claimable: dict[str, str] | None = None,
+    ):
         self.program = program
         self.analysis = analysis
         self.evaluator = evaluator
@@ -74,6 +81,9 @@ class DecisionPlans:
         self._recursive = any(c.recursive for c in requested) or not any(r.head.predicate == "allowed" for r in generic)
         self._generic = generic
         self._aux: dict[str, str] = {}
+        # joins already in the evaluator's store (a captured state: engine.compiled.snapshot), by key;
+        # the backend empties it once the changes since the capture are applied
+        self._claimable = claimable if claimable is not None else {}
         self._deciders: dict[str, Decider | None] = {}
         self._rows: dict[tuple[str, Atom], RowsPlan | None] = {}
         self._tests: dict[tuple[str, Atom], Decider | None] = {}
@@ -178,23 +188,37 @@ class DecisionPlans:
             return 0.5  # empty now; it may not stay so
         return lookup_rows(source, columns)
 
+    def aux_keys(self) -> dict[str, str]:
+        """The joins kept so far: each one's canonical rule (its key) and its relation's name."""
+        return dict(self._aux)
+
     def aux(self, atoms: list[Atom], columns: list[str]) -> Atom:
         """A world-derived relation holding the join of ``atoms`` over ``columns``, kept current."""
         head_vars = tuple(Var(c) for c in columns)
         key = _canonical(Rule(Atom("aux", head_vars), tuple(atoms)))
         name = self._aux.get(key)
         if name is None:
-            name = self._aux[key] = f"_join{len(self._aux)}"
+            claimed = self._claimable.pop(key, None)
+            held = self.evaluator.store.get(claimed) if claimed is not None else None
+            if claimed is not None and held is not None and held.arity == len(columns):
+                name = claimed  # the captured state's rows of this very join: kept, not evaluated
+            else:
+                held, number = None, len(self._aux)
+                while f"_join{number}" in self.evaluator.store or f"_join{number}" in self._claimable.values():
+                    number += 1  # (a name a captured join holds, until the backend drops those unclaimed)
+                name = f"_join{number}"
+            self._aux[key] = name
             defined = Rule(Atom(name, head_vars), tuple(atoms))
             self.evaluator.arity[name] = len(columns)
             component = Component(frozenset({name}), (defined,), Kind.WORLD)
-            enabled = gc.isenabled()
-            gc.disable()  # as loading a world: many new rows, no cycles
-            try:
-                self.evaluator.evaluate(component, self.evaluator.store)
-            finally:
-                if enabled:
-                    gc.enable()
+            if held is None:
+                enabled = gc.isenabled()
+                gc.disable()  # as loading a world: many new rows, no cycles
+                try:
+                    self.evaluator.evaluate(component, self.evaluator.store)
+                finally:
+                    if enabled:
+                        gc.enable()
             self.maintained.append(component)
             self.analysis.kinds[name] = Kind.WORLD
         return Atom(name, head_vars)

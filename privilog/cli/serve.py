@@ -42,6 +42,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         decision_log_sample=args.decision_log_sample,
         follow_interval=args.follow_interval,
         decision_log_reasons=args.decision_log_reasons == "on",
+        snapshot=args.snapshot,
         limits=limits,
     )
     return serve(options)
@@ -132,6 +133,12 @@ def register(sub: Any) -> None:
         choices=("on", "off"),
         default="on",
         help="log why each decision was made: the grants (by log entry) or what is unmet (default on)",
+    )
+    p.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="start from the engine's state kept in FILE when it is this store's, policy's and privilog's "
+        "(then catch up with the store); written after a load that did not (docs/serve.md)",
     )
     from privilog.serve.limits import OPTIONS, default
 

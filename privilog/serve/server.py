@@ -45,6 +45,7 @@ class ServeOptions:
     decision_log_sample: float = 1.0
     follow_interval: float | None = None  # seconds between looks at a store that cannot notify (None: its own)
     decision_log_reasons: bool = True
+    snapshot: str | None = None  # the engine's state after a load, read at the next (privilog/serve/snapshot.py)
     limits: Limits = field(default_factory=Limits)
 
 
@@ -270,8 +271,24 @@ def load(options: ServeOptions) -> Loaded:
     policy = dsl.load_policy(options.policy)
     store = open_store(options.store, policy.actions, create=False)
     opened = time.perf_counter()
+    preloaded: Any = None
+    snapshot_seq: int | None = None  # the log entry of the snapshot started from
+    read_seconds: dict[str, float] = {}
+    if options.snapshot:
+        from privilog.store.revision import policy_version
+
+        from . import snapshot
+
+        expected = snapshot.identity(policy_version(policy))
+        snapshot_key = store.secret(snapshot.KEY_NAME).encode()
+        found = snapshot.read(options.snapshot, snapshot_key, expected, store.last_seq())
+        if found is not None:
+            preloaded, snapshot_seq = found
+        read_seconds = {"snapshot_read": time.perf_counter() - opened}
     reasons = bool(options.decision_log) and options.decision_log_reasons
-    deployment = Deployment(store, policy, track_grants=reasons)  # reasons name the entry that made each grant
+    # reasons name the entry that made each grant
+    deployment = Deployment(store, policy, track_grants=reasons, preloaded=preloaded)
+    del preloaded  # its relations are the deployment's now
     loaded = time.perf_counter()
     deployment.record_policy("local:serve")  # answers about the past, and revisions, name the policy served
     # each line's HMAC: only those who can read the store can forge one
@@ -279,12 +296,18 @@ def load(options: ServeOptions) -> Loaded:
     recorded = time.perf_counter()
     with deployment.lock:
         deployment.authorizer.prepare()
+    warmed = time.perf_counter()
     seconds = {
         "open": opened - started,
+        **read_seconds,
         **deployment.load_seconds,
         "record_policy": recorded - loaded,
-        "warm": time.perf_counter() - recorded,
+        "warm": warmed - recorded,
     }
+    if options.snapshot and (snapshot_seq is None or deployment.seq - snapshot_seq > snapshot.REWRITE_AFTER):
+        written = snapshot.save(options.snapshot, snapshot_key, expected, deployment)
+        if written is not None:
+            seconds["snapshot_write"] = written
     return Loaded(options, deployment, key, {k: round(v, 3) for k, v in seconds.items()})
 
 

@@ -90,7 +90,13 @@ class Deployment:
     """
 
     def __init__(
-        self, store: Store, policy: Policy, backend: str = "compiled", track_grants: bool = False, at: int | None = None
+        self,
+        store: Store,
+        policy: Policy,
+        backend: str = "compiled",
+        track_grants: bool = False,
+        at: int | None = None,
+        preloaded: Any = None,
     ):
         self.store = store
         self.pinned = at is not None  # made at a past entry, rolled forward by catch_up(until=...) (verify-log)
@@ -101,7 +107,8 @@ class Deployment:
         self.load_seconds: dict[str, float] = {}  # the last whole read's phases: the store read, the engine built
         self.policy = policy
         self.policy_version = policy_version(policy)
-        self.authorizer, self.seq = self._load(policy, at)
+        # preloaded: the engine's state captured at an earlier load (privilog/serve/snapshot.py), the start of this one
+        self.authorizer, self.seq = self._load(policy, at, preloaded)
         self.policy_seq = self._recorded_seq()
         # the scope of each entry replayed, for caches that follow changes (store/affected.py, GET /v1/watch)
         self.scoper = Scoper(self.authorizer.world, policy)
@@ -109,12 +116,13 @@ class Deployment:
         self._follower: threading.Thread | None = None
         self._stop_following = threading.Event()
 
-    def _load(self, policy: Policy, seq: int | None = None) -> tuple[Authorizer, int]:
+    def _load(self, policy: Policy, seq: int | None = None, preloaded: Any = None) -> tuple[Authorizer, int]:
         started = time.perf_counter()
         history = self.store.history(seq, granted=self.track_grants)
         self.granted = history.granted
         read = time.perf_counter()
-        authorizer = Authorizer(policy, FollowingWorld.of(history.world, self.store.url), self.backend)
+        world = FollowingWorld.of(history.world, self.store.url)
+        authorizer = Authorizer(policy, world, self.backend, preloaded=preloaded)
         self.load_seconds = {"store_read": read - started, "authorizer_build": time.perf_counter() - read}
         return authorizer, history.seq
 
