@@ -13,7 +13,8 @@ commands (run from a checkout) find them:
   to the next ``$``. A ``...`` in the shown output stands for any text (a timestamp, a
   revision token, lines left out), as in doctest's ``ELLIPSIS``.
 
-A command may start a process in the background (``privilog serve ... &``): each command runs in
+Pages run two at a time (each test waits for its own page's run), so each page that starts a
+server gives it a port no other page uses. A command may start a process in the background (``privilog serve ... &``): each command runs in
 a session of its own, and what is left of each is stopped (SIGTERM, then SIGKILL) when the page
 is done. A block without a title or a ``$`` is prose, and not run. Every page shows at least one
 example, but a page that says why not in a comment ``<!-- no examples: WHY -->``.
@@ -28,7 +29,9 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -178,11 +181,32 @@ def _rewritten(text: str, ran: list[tuple[str, str, str]]) -> str:
     return FENCE.sub(block, text)
 
 
+PAGE_TEST = "test_the_page_examples_print_what_they_show"
+RUNNERS = 2  # pages run two at a time: each is a chain of short processes, one core each
+
+
+@pytest.fixture(scope="module")
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Future[Any]]:
+    """Every page this session selected, run two at a time (the pages are independent: a folder of
+    their own each, and a port of their own where one starts a server); each test waits for its own."""
+    selected = [
+        item.callspec.params["page"]
+        for item in request.session.items
+        if item.originalname == PAGE_TEST and hasattr(item, "callspec")
+    ]
+    pool = ThreadPoolExecutor(max_workers=RUNNERS)
+    request.addfinalizer(pool.shutdown)
+    texts = {page: page.read_text(encoding="utf-8") for page in selected}
+    return {
+        page: pool.submit(run_page, text, tmp_path_factory.mktemp(page.stem)) for page, text in texts.items()
+    }
+
+
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
-def test_the_page_examples_print_what_they_show(page: Path, tmp_path: Path) -> None:
+def test_the_page_examples_print_what_they_show(page: Path, runs: dict[Path, Future[Any]]) -> None:
     """With PRIVILOG_REGEN_DOCS=1 the page's outputs are rewritten from the run instead (review the diff)."""
     text = page.read_text(encoding="utf-8")
-    ran = run_page(text, tmp_path)
+    ran = runs[page].result()
     if os.environ.get("PRIVILOG_REGEN_DOCS") == "1":
         page.write_text(_rewritten(text, ran), encoding="utf-8")
         return
