@@ -38,6 +38,8 @@ from typing import Any
 
 from privilog.engine.compiled.snapshot import FORMAT, Preloaded, SnapshotError, capture, code_version
 
+from .bodies import ServeError
+
 MAGIC = b"privilog-snapshot\n"
 # log entries a snapshot read may be behind the store before the load writes a new one: the changes since are
 # applied by the engine's upkeep (a grant's tens of microseconds), the write costs seconds (docs/serve.md)
@@ -77,6 +79,13 @@ def read(path: str, key: bytes, expected: dict[str, Any], head_seq: int) -> tupl
     except OSError as error:
         _say(f"snapshot {path} ignored: cannot read it ({error.strerror or error}); loading from the store")
         return None
+    if not data.startswith(MAGIC) and not MAGIC.startswith(data):
+        # not ours, nor a snapshot cut short (a write is renamed into place whole): a file given by mistake,
+        # the store's own say, which a snapshot written after this load would replace
+        raise ServeError(
+            f"--snapshot {path}: the file is not a privilog snapshot; refusing to read it or to write over it "
+            "(remove it if it is no longer needed, or give another path)"
+        )
     found = _checked(data, key, expected, head_seq)
     if isinstance(found, str):
         _say(f"snapshot {path} ignored: {found}; loading from the store (a new one is written after)")

@@ -24,6 +24,7 @@ import pytest
 from privilog.engine.compiled.relation import Relation
 
 from privilog.serve import snapshot
+from privilog.serve.bodies import ServeError
 from privilog.serve.server import Loaded, ServeOptions, load
 from privilog.store import StoreError, open_store
 from tests.serve.conftest import Server
@@ -182,10 +183,10 @@ def ignored(store_url: str, path: Path, capsys: pytest.CaptureFixture[str], reas
         (lambda data: data[:-100] + bytes([data[-100] ^ 1]) + data[-99:], "its HMAC does not match"),  # a bit
         (lambda data: data.replace(b'"seq": ', b'"seq": 1', 1), "its HMAC does not match"),  # the header edited
         (lambda data: data[:40], "it is truncated"),
-        (lambda data: b"\x80\x04 not ours at all", "it is not a privilog snapshot"),  # a pickle, say
+        (lambda data: data[:9], "it is not a privilog snapshot"),  # cut inside the magic line
         (lambda data: b"", "it is not a privilog snapshot"),
     ],
-    ids=["truncated", "bit-flipped", "header-edited", "cut-in-the-header", "foreign", "empty"],
+    ids=["truncated", "bit-flipped", "header-edited", "cut-in-the-header", "cut-in-the-magic", "empty"],
 )
 def test_a_damaged_snapshot_is_ignored(
     store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: Any, reason: str
@@ -268,3 +269,20 @@ def test_the_server_writes_its_snapshot_and_starts_from_it(store_url: str, tmp_p
     assert decisions[0] == decisions[1]
     assert "no snapshot at" in logs[0] and "snapshot written to" in logs[0]
     assert "ignored" not in logs[1] and "no snapshot" not in logs[1] and "written" not in logs[1]  # read, used
+
+
+@pytest.mark.parametrize("foreign", ["a pickle", "the store"])
+def test_a_file_that_is_not_a_snapshot_is_neither_read_nor_written_over(
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], foreign: str
+) -> None:
+    """``--snapshot`` naming a file of something else (the store's own file, by a slip) stops the start in
+    one line; the file is left as it was."""
+    if foreign == "the store":
+        path = Path(store_url.removeprefix("sqlite:"))
+    else:
+        path = tmp_path / "authz.snapshot"
+        path.write_bytes(b"\x80\x04 not ours at all")
+    before = path.read_bytes()
+    with pytest.raises(ServeError, match="is not a privilog snapshot; refusing to read it or to write over it"):
+        loaded(store_url, path, capsys)
+    assert path.read_bytes() == before
