@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,8 @@ def http_reference() -> str:
 
 
 def benchmarks_reference() -> str:
+    if str(ROOT) not in sys.path:  # `mkdocs serve` (its own script) does not put the checkout on the path
+        sys.path.insert(0, str(ROOT))
     from benchmarks.report import markdown
 
     return markdown(ROOT)

@@ -27,7 +27,8 @@ import hooks  # noqa: E402  (docs/hooks.py: the generators MkDocs runs)
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("site")
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        # the command a reader runs (its own script: the checkout is not on its path, as with `mkdocs serve`)
+        [str(Path(sys.executable).parent / "mkdocs"), "build", "--strict", "--site-dir", str(out)],
         cwd=ROOT,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},  # Material's notice of its successor, not a warning of ours
         capture_output=True,
