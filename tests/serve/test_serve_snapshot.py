@@ -286,3 +286,29 @@ def test_a_file_that_is_not_a_snapshot_is_neither_read_nor_written_over(
     with pytest.raises(ServeError, match="is not a privilog snapshot; refusing to read it or to write over it"):
         loaded(store_url, path, capsys)
     assert path.read_bytes() == before
+
+
+def test_a_load_from_a_snapshot_evaluates_none_of_the_plans_joins(
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a snapshot saves is the plans' joins: each plan takes its join from the file (kept current by the
+    upkeep), none is evaluated again; a load without one evaluates them all."""
+    from privilog.engine.compiled.evaluate import Evaluator
+
+    evaluated: list[str] = []
+    evaluate = Evaluator.evaluate
+
+    def counting(self: Evaluator, component: Any, *args: Any, **kwargs: Any) -> Any:
+        evaluated.extend(name for name in component.relations if name.startswith("_join"))
+        return evaluate(self, component, *args, **kwargs)
+
+    monkeypatch.setattr(Evaluator, "evaluate", counting)
+    path = tmp_path / "authz.snapshot"
+    loaded(store_url, path, capsys)
+    assert evaluated, "a load without a snapshot evaluates the plans' joins"
+    evaluated.clear()
+    changes(store_url, 3, 10)
+    started, said = loaded(store_url, path, capsys)
+    assert "ignored" not in said
+    assert evaluated == []
+    assert started.deployment.authorizer.backend._decisions.aux_keys()  # the plans hold their joins
